@@ -1,0 +1,74 @@
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "parallax/bench.hpp"
+#include "parallax/core.hpp"
+
+namespace parallax::bench {
+
+double median(std::vector<double> samples) {
+  PX_REQUIRE(!samples.empty(), "samples", "must not be empty");
+  const std::size_t mid = samples.size() / 2;
+  std::nth_element(samples.begin(), samples.begin() + static_cast<std::ptrdiff_t>(mid), samples.end());
+  const double upper = samples[mid];
+  if (samples.size() % 2 == 1) return upper;
+  const double lower = *std::max_element(samples.begin(), samples.begin() + static_cast<std::ptrdiff_t>(mid));
+  return 0.5 * (lower + upper);
+}
+
+int rotations_for_l2(std::size_t bytes_per_set, std::size_t l2_bytes, int max_rotations) {
+  PX_REQUIRE(max_rotations >= 1, "max_rotations", "must be >= 1 (got " + std::to_string(max_rotations) + ")");
+  if (bytes_per_set == 0) return 1;
+  const std::size_t target = 2 * l2_bytes;
+  // Enough copies that the whole rotation exceeds 2x L2: by the time a copy comes round again it has been
+  // evicted. One more than the quotient so that exact multiples are also strictly larger.
+  const std::size_t needed = target / bytes_per_set + 1;
+  return static_cast<int>(std::clamp<std::size_t>(needed, 1, static_cast<std::size_t>(max_rotations)));
+}
+
+double Work::floor_ms(double compute_gflops, double bandwidth_gbps) const {
+  const double compute_ms = compute_gflops > 0 ? flops / (compute_gflops * 1e6) : 0;
+  const double memory_ms = bandwidth_gbps > 0 ? bytes / (bandwidth_gbps * 1e6) : 0;
+  return std::max(compute_ms, memory_ms);
+}
+
+Timing time_gpu(const std::function<void(cudaStream_t, int)>& run, int rotations, const Options& options,
+                cudaStream_t stream) {
+  PX_REQUIRE(rotations >= 1, "rotations", "must be >= 1 (got " + std::to_string(rotations) + ")");
+  PX_REQUIRE(options.warmup >= 0, "options.warmup", "must be >= 0 (got " + std::to_string(options.warmup) + ")");
+  PX_REQUIRE(options.repetitions >= 1, "options.repetitions",
+             "must be >= 1 (got " + std::to_string(options.repetitions) + ")");
+
+  DeviceBuffer<unsigned char> flush;
+  if (options.flush_l2) flush = DeviceBuffer<unsigned char>(2 * device_info().l2_bytes);
+
+  int call = 0;
+  for (int i = 0; i < options.warmup; ++i) run(stream, call++ % rotations);
+  PX_CUDA_CHECK(cudaStreamSynchronize(stream));
+
+  // One event pair per repetition, all recorded up front and read at the end: reading an event's time
+  // forces a host synchronization, which would leave the GPU idle between runs.
+  std::vector<Event> starts(static_cast<std::size_t>(options.repetitions));
+  std::vector<Event> stops(static_cast<std::size_t>(options.repetitions));
+  for (int i = 0; i < options.repetitions; ++i) {
+    if (options.flush_l2) flush.fill_bytes(i & 0xFF, stream);
+    starts[static_cast<std::size_t>(i)].record(stream);
+    run(stream, call++ % rotations);
+    stops[static_cast<std::size_t>(i)].record(stream);
+  }
+  PX_CUDA_CHECK(cudaGetLastError());
+  stops.back().synchronize();
+
+  Timing t;
+  t.repetitions = options.repetitions;
+  for (int i = 0; i < options.repetitions; ++i)
+    t.samples_ms.push_back(stops[static_cast<std::size_t>(i)].elapsed_since(starts[static_cast<std::size_t>(i)]));
+  t.median_ms = median(t.samples_ms);
+  t.min_ms = *std::min_element(t.samples_ms.begin(), t.samples_ms.end());
+  t.max_ms = *std::max_element(t.samples_ms.begin(), t.samples_ms.end());
+  t.mean_ms = std::accumulate(t.samples_ms.begin(), t.samples_ms.end(), 0.0) / t.samples_ms.size();
+  return t;
+}
+
+}  // namespace parallax::bench

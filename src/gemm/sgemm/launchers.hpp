@@ -1,0 +1,24 @@
+// Internal interface between the host dispatcher (src/gemm/sgemm_dispatch.cpp, plain C++) and the ladder
+// kernels (src/gemm/sgemm/*.cu). Each level's file defines its kernel and one launcher; arguments arrive
+// already validated, and m, n, k >= 1.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <span>
+
+#include "parallax/sgemm.hpp"
+
+namespace parallax::detail {
+
+void launch_sgemm_naive(const SgemmArgs& args, cudaStream_t stream);
+void launch_sgemm_coalesced(const SgemmArgs& args, cudaStream_t stream);
+void launch_sgemm_shared_mem(const SgemmArgs& args, cudaStream_t stream);
+void launch_sgemm_blocktile_1d(const SgemmArgs& args, cudaStream_t stream);
+void launch_sgemm_blocktile_2d(const SgemmArgs& args, cudaStream_t stream);
+void launch_sgemm_vectorized(const SgemmArgs& args, cudaStream_t stream);
+// Levels 7 and 8 take their tile configuration at run time: see sgemm_tiles.hpp and the tuner.
+void launch_sgemm_warptile(const SgemmArgs& args, cudaStream_t stream);
+void launch_sgemm_pipelined(const SgemmArgs& args, cudaStream_t stream);
+
+}  // namespace parallax::detail
