@@ -21,6 +21,10 @@ struct Options {
   int warmup = 5;          // untimed runs before timing
   int repetitions = 30;    // timed runs; median reported
   bool flush_l2 = false;   // write a 2x-L2 scratch buffer between runs (when rotation is not possible)
+  // Time budget for the whole measurement (0 = none). Slow kernels (the naive level at 8192^3 takes seconds
+  // a run) then get fewer warm-ups and repetitions, never fewer than 1 warm-up and min_repetitions runs.
+  double budget_ms = 0;
+  int min_repetitions = 3;
 };
 
 struct Timing {

@@ -44,14 +44,33 @@ Timing time_gpu(const std::function<void(cudaStream_t, int)>& run, int rotations
   if (options.flush_l2) flush = DeviceBuffer<unsigned char>(2 * device_info().l2_bytes);
 
   int call = 0;
-  for (int i = 0; i < options.warmup; ++i) run(stream, call++ % rotations);
+  int repetitions = options.repetitions;
+  if (options.budget_ms > 0) {
+    // Warm up one run at a time while it is cheap, and size the timed loop from the last warm-up's time.
+    Event begin, end;
+    double last_ms = 0, spent_ms = 0;
+    for (int i = 0; i < std::max(options.warmup, 1); ++i) {
+      begin.record(stream);
+      run(stream, call++ % rotations);
+      end.record(stream);
+      end.synchronize();
+      last_ms = end.elapsed_since(begin);
+      spent_ms += last_ms;
+      if (spent_ms > 0.25 * options.budget_ms) break;
+    }
+    const double left_ms = std::max(0.0, options.budget_ms - spent_ms);
+    const int affordable = last_ms > 0 ? static_cast<int>(left_ms / last_ms) : repetitions;
+    repetitions = std::clamp(affordable, std::min(options.min_repetitions, repetitions), repetitions);
+  } else {
+    for (int i = 0; i < options.warmup; ++i) run(stream, call++ % rotations);
+  }
   PX_CUDA_CHECK(cudaStreamSynchronize(stream));
 
   // One event pair per repetition, all recorded up front and read at the end: reading an event's time
   // forces a host synchronization, which would leave the GPU idle between runs.
-  std::vector<Event> starts(static_cast<std::size_t>(options.repetitions));
-  std::vector<Event> stops(static_cast<std::size_t>(options.repetitions));
-  for (int i = 0; i < options.repetitions; ++i) {
+  std::vector<Event> starts(static_cast<std::size_t>(repetitions));
+  std::vector<Event> stops(static_cast<std::size_t>(repetitions));
+  for (int i = 0; i < repetitions; ++i) {
     if (options.flush_l2) flush.fill_bytes(i & 0xFF, stream);
     starts[static_cast<std::size_t>(i)].record(stream);
     run(stream, call++ % rotations);
@@ -61,8 +80,8 @@ Timing time_gpu(const std::function<void(cudaStream_t, int)>& run, int rotations
   stops.back().synchronize();
 
   Timing t;
-  t.repetitions = options.repetitions;
-  for (int i = 0; i < options.repetitions; ++i)
+  t.repetitions = repetitions;
+  for (int i = 0; i < repetitions; ++i)
     t.samples_ms.push_back(stops[static_cast<std::size_t>(i)].elapsed_since(starts[static_cast<std::size_t>(i)]));
   t.median_ms = median(t.samples_ms);
   t.min_ms = *std::min_element(t.samples_ms.begin(), t.samples_ms.end());
