@@ -27,7 +27,9 @@ int run_main(int argc, const char* const* argv) {
   try {
     app->parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app->exit(e);  // prints help / the parse error; exit code 0 for --help, nonzero otherwise
+    // Prints help (exit 0) or the parse error; every bad command line exits 2, as documented in cli.hpp.
+    const int code = app->exit(e);
+    return code == 0 ? 0 : 2;
   }
   try {
     return action ? action() : 0;

@@ -7,6 +7,7 @@
 
 #include <span>
 
+#include "gemm/sgemm_tiles.hpp"
 #include "parallax/sgemm.hpp"
 
 namespace parallax::detail {
@@ -20,5 +21,8 @@ void launch_sgemm_vectorized(const SgemmArgs& args, cudaStream_t stream);
 // Levels 7 and 8 take their tile configuration at run time: see sgemm_tiles.hpp and the tuner.
 void launch_sgemm_warptile(const SgemmArgs& args, cudaStream_t stream);
 void launch_sgemm_pipelined(const SgemmArgs& args, cudaStream_t stream);
+// Per-configuration launch tables of levels 7 and 8: one entry per kSgemmTileCandidates element, in order.
+std::span<const SgemmConfigLauncher> sgemm_warptile_launchers();
+std::span<const SgemmConfigLauncher> sgemm_pipelined_launchers();
 
 }  // namespace parallax::detail

@@ -1,0 +1,281 @@
+#!/usr/bin/env bash
+# The whole check on a GPU machine, from the repository root, with no network:
+#   build (Release) -> ctest (CPU + GPU) -> compute-sanitizer memcheck and racecheck over the GPU tests ->
+#   pytest (if python/tests exists) -> `parallax tune gemm-fp32` -> `parallax info` -> `parallax gemm --ladder`
+#
+#   scripts/device-check.sh [OUT_DIR]            OUT_DIR defaults to $OUT, then ./out
+#
+# What comes back (at most 8 files, all at the top of OUT_DIR, because that is what a lent machine returns):
+#   summary.txt   the step table and the key numbers (also printed last on stdout)
+#   logs.tar.gz   every step's full log (logs/<step>.log), nvidia-smi, the ctest JUnit file
+#   info.json, ladder.json, tune.json   the results documents (schema parallax.results/1; tune: the tuner's)
+# summary.txt and logs.tar.gz are rewritten after every step, so a run cut off from outside still leaves
+# what it had done.
+#
+# Every step runs even if an earlier one failed; each has a timeout; the script exits non-zero if any step
+# did not pass (steps listed in TOLERATE excepted: they are recorded, not counted).
+#
+# Environment:
+#   STEPS="build test memcheck racecheck python tune info ladder"   which steps, in this order; aliases:
+#         all, sanitize (memcheck racecheck), bench (tune info ladder), quick (build test info)
+#   PARALLAX_CUDA_ARCHS=90a   architectures to build (90a only by default here: half the compile time)
+#   BUILD_DIR=build-device    JOBS=<nproc>    CTEST_JOBS=8
+#   LADDER_SIZES=1000,1024,2048,4096,8192   LADDER_ARGS="" (more `parallax gemm` options)
+#   TOLERATE="tune"           steps whose failure is recorded but does not fail the script
+#   GIT_SHA=<sha>             the revision for the summary when the tree has no .git (a copied checkout)
+#   BUDGET_S=<seconds>        total wall-clock budget: each step's timeout is cut to what is left (keep it
+#                             under the caller's own limit, e.g. BUDGET_S=570 under a 600 s limit)
+#   T_BUILD T_TEST T_MEMCHECK T_RACECHECK T_PYTHON T_TUNE T_INFO T_LADDER   per-step timeouts in seconds
+set -uo pipefail  # no -e: a failing step is recorded, and the next one still runs
+
+# A rule on the lent machines: NVLink multicast stays off (it can take a shared host's GPUs down).
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+
+cd "$(dirname "$0")/.." || exit 2
+ROOT=$PWD
+SELF="$ROOT/scripts/device-check.sh"
+
+command -v nvcc >/dev/null 2>&1 || export PATH=/usr/local/cuda/bin:$PATH
+command -v compute-sanitizer >/dev/null 2>&1 || export PATH=$PATH:/usr/local/cuda/bin:/usr/local/cuda/compute-sanitizer
+
+export BUILD_DIR=${BUILD_DIR:-build-device}
+export PARALLAX_CUDA_ARCHS=${PARALLAX_CUDA_ARCHS:-90a}
+export JOBS=${JOBS:-$(nproc)}
+export CTEST_JOBS=${CTEST_JOBS:-8}
+export LADDER_SIZES=${LADDER_SIZES:-1000,1024,2048,4096,8192}
+export LADDER_ARGS=${LADDER_ARGS:-}
+PARALLAX="$ROOT/$BUILD_DIR/tools/parallax"
+GPU_TESTS="$ROOT/$BUILD_DIR/tests/parallax_gpu_tests"
+
+# A copied tree has no .git: GIT_SHA, when given, also goes into the build (every JSON result carries it).
+[ -n "${GIT_SHA:-}" ] && export PARALLAX_GIT_SHA="$GIT_SHA"
+
+# ------------------------------------------------------------------------------------------------ one step
+# The script calls itself as `device-check.sh __step NAME OUT_DIR LOG_DIR` under `timeout`, so each step
+# is an ordinary process that timeout can stop, with its whole process group.
+if [ "${1:-}" = "__step" ]; then
+  step=$2 out=$3 logs=$4
+  case $step in
+    build)
+      cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+        -DPARALLAX_CUDA_ARCHS="$PARALLAX_CUDA_ARCHS" -DCMAKE_CUDA_ARCHITECTURES="$PARALLAX_CUDA_ARCHS" &&
+        cmake --build "$BUILD_DIR" -j"$JOBS"
+      ;;
+    test)
+      ctest --test-dir "$BUILD_DIR" --output-on-failure -j"$CTEST_JOBS" --timeout 600 \
+        --output-junit "$logs/ctest-junit.xml"
+      ;;
+    memcheck | racecheck)
+      # Smaller shapes (the GPU tests honour PARALLAX_TEST_QUICK): the sanitizers run kernels 10-100x slower.
+      PARALLAX_TEST_QUICK=1 compute-sanitizer --tool "$step" --error-exitcode 1 "$GPU_TESTS" --gtest_brief=1
+      ;;
+    python)
+      PARALLAX_LIB="$ROOT/$BUILD_DIR/src/libparallax.so" PYTHONUNBUFFERED=1 python3 -m pytest -q python/tests
+      ;;
+    tune)
+      # JSON on stdout into the file, messages into the log.
+      "$PARALLAX" tune gemm-fp32 --json >"$out/tune.json"
+      ;;
+    info)
+      "$PARALLAX" info --json-out "$out/info.json"
+      ;;
+    ladder)
+      # shellcheck disable=SC2086  # LADDER_ARGS is a list of words on purpose
+      "$PARALLAX" gemm --ladder --sizes "$LADDER_SIZES" --json-out "$out/ladder.json" $LADDER_ARGS
+      ;;
+    *)
+      echo "device-check: unknown step '$step'" >&2
+      exit 2
+      ;;
+  esac
+  exit $?
+fi
+
+# ------------------------------------------------------------------------------------------------ setup
+case ${1:-} in
+  -h | --help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
+  -*) echo "device-check: unknown option '$1' (usage: scripts/device-check.sh [OUT_DIR])" >&2; exit 2 ;;
+esac
+OUT_DIR=${1:-${OUT:-./out}}
+mkdir -p "$OUT_DIR" || exit 2
+OUT_DIR=$(cd "$OUT_DIR" && pwd)
+WORK=$(mktemp -d)
+LOG_DIR="$WORK/logs"
+mkdir -p "$LOG_DIR"
+trap 'rm -rf "$WORK"' EXIT
+
+STEPS=${STEPS:-all}
+TOLERATE=${TOLERATE:-tune}
+expanded=()
+for s in $STEPS; do
+  case $s in
+    all) expanded+=(build test memcheck racecheck python tune info ladder) ;;
+    sanitize) expanded+=(memcheck racecheck) ;;
+    bench) expanded+=(tune info ladder) ;;
+    quick) expanded+=(build test info) ;;
+    build | test | memcheck | racecheck | python | tune | info | ladder) expanded+=("$s") ;;
+    *) echo "device-check: unknown step '$s' (steps: build test memcheck racecheck python tune info ladder;" \
+         "aliases: all sanitize bench quick)" >&2; exit 2 ;;
+  esac
+done
+
+default_timeout() {
+  case $1 in
+    build) echo "${T_BUILD:-1200}" ;;
+    test) echo "${T_TEST:-900}" ;;
+    memcheck) echo "${T_MEMCHECK:-900}" ;;
+    racecheck) echo "${T_RACECHECK:-900}" ;;
+    python) echo "${T_PYTHON:-600}" ;;
+    tune) echo "${T_TUNE:-600}" ;;
+    info) echo "${T_INFO:-300}" ;;
+    ladder) echo "${T_LADDER:-900}" ;;
+  esac
+}
+
+START=$(date +%s)
+names=() statuses=() seconds=()
+
+# The machine, for the record (never fails the run).
+{
+  date -u +"%Y-%m-%dT%H:%M:%SZ"
+  git -C "$ROOT" rev-parse HEAD 2>/dev/null
+  git -C "$ROOT" status --short 2>/dev/null | head -50
+  nvidia-smi 2>&1
+  nvidia-smi -q 2>&1 | head -200
+  nvcc --version 2>&1
+  cmake --version 2>&1 | head -1
+  compute-sanitizer --version 2>&1 | head -2
+} >"$LOG_DIR/machine.log" 2>&1
+GPU_NAME=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
+# GIT_SHA: for a copy of the tree without .git (as on a lent machine), pass the revision in.
+if [ -n "${GIT_SHA:-}" ]; then
+  SHA=$GIT_SHA
+else
+  SHA=$(git -C "$ROOT" rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
+  [ -n "$(git -C "$ROOT" status --porcelain 2>/dev/null)" ] && SHA="$SHA (working tree has changes)"
+fi
+
+# Key numbers from the JSON documents; "n/a" where a document or python3 is missing.
+key_numbers() {
+  command -v python3 >/dev/null 2>&1 || { echo "  (python3 not found: key numbers not extracted)"; return; }
+  python3 - "$OUT_DIR" <<'PY' 2>&1
+import json, os, sys
+out = sys.argv[1]
+def load(name):
+    try:
+        with open(os.path.join(out, name)) as f:
+            return json.load(f)
+    except Exception:
+        return None
+info = load("info.json")
+c = (info or {}).get("ceilings")
+if c:
+    print(f"  roofs: copy {c['copy_gbps']:.0f} GB/s, cublasSgemm {c['cublas_sgemm_gflops']/1e3:.1f} TFLOP/s, "
+          f"BF16 {c['cublas_bf16_gflops']/1e3:.0f} TFLOP/s (at {c['gemm_size']}^3)")
+else:
+    print("  roofs: n/a (no info.json with ceilings)")
+ladder = load("ladder.json")
+if not ladder:
+    print("  ladder: n/a (no ladder.json)")
+    sys.exit(0)
+records = ladder.get("records", [])
+for size in (4096, 8192):
+    rows = [r for r in records if r.get("shape", {}).get("m") == size and r.get("shape", {}).get("n") == size
+            and r.get("shape", {}).get("k") == size]
+    peer = next((r for r in rows if r.get("extra", {}).get("role") == "peer" and r.get("status") != "failed"), None)
+    ok = [r for r in rows if r.get("status") == "ok" and "peer" in r]
+    if not rows:
+        print(f"  ladder {size}: not run")
+    elif not ok:
+        print(f"  ladder {size}: no level passed" + (f" (cuBLAS {peer['gflops']:.0f} GFLOP/s)" if peer else ""))
+    else:
+        best = max(ok, key=lambda r: r["gflops"])
+        print(f"  ladder {size}: best {best['name']} {100 * best['peer']['throughput_ratio']:.1f}% of cuBLAS "
+              f"({best['gflops']:.0f} vs {peer['gflops'] if peer else float('nan'):.0f} GFLOP/s)")
+bad = [r for r in records if r.get("status") != "ok"]
+if bad:
+    names = sorted({r["name"] for r in bad})
+    print(f"  ladder rows not ok: {len(bad)} of {len(records)} ({', '.join(names)});"
+          f" first: {bad[0]['name']}: {bad[0].get('failure', '')[:120]}")
+else:
+    print(f"  ladder rows: all {len(records)} ok")
+PY
+}
+
+write_summary() {
+  local i failed=0 tolerated=0 line
+  {
+    echo "parallax device-check  $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+    echo "git $SHA   GPU: ${GPU_NAME:-none found}   archs: $PARALLAX_CUDA_ARCHS   steps: ${expanded[*]}"
+    echo
+    printf '%-10s  %-24s  %8s\n' step status seconds
+    printf '%-10s  %-24s  %8s\n' ---------- ------------------------ --------
+    for i in "${!names[@]}"; do
+      printf '%-10s  %-24s  %8s\n' "${names[$i]}" "${statuses[$i]}" "${seconds[$i]}"
+      case ${statuses[$i]} in
+        PASS | SKIP*) ;;
+        *tolerated*) tolerated=$((tolerated + 1)) ;;
+        *) failed=$((failed + 1)) ;;
+      esac
+    done
+    echo
+    echo "key numbers:"
+    key_numbers
+    echo
+    line="overall: $([ "$failed" -eq 0 ] && echo PASS || echo "FAIL ($failed step(s) did not pass)")"
+    [ "$tolerated" -gt 0 ] && line="$line; $tolerated tolerated failure(s)"
+    echo "$line   total $(($(date +%s) - START)) s"
+  } >"$OUT_DIR/summary.txt"
+  tar -czf "$OUT_DIR/logs.tar.gz" -C "$WORK" logs 2>/dev/null
+  return "$failed"
+}
+
+# ------------------------------------------------------------------------------------------------ run
+for step in "${expanded[@]}"; do
+  limit=$(default_timeout "$step")
+  if [ -n "${BUDGET_S:-}" ]; then
+    left=$((BUDGET_S - ($(date +%s) - START) - 15))  # keep 15 s to write the summary and the tarball
+    if [ "$left" -lt 10 ]; then
+      names+=("$step") statuses+=("NOT RUN (budget)") seconds+=(0)
+      write_summary >/dev/null
+      continue
+    fi
+    [ "$left" -lt "$limit" ] && limit=$left
+  fi
+  if [ "$step" = python ] && [ ! -d python/tests ]; then
+    names+=("$step") statuses+=("SKIP (no tests)") seconds+=(0)
+    continue
+  fi
+  log="$LOG_DIR/$step.log"
+  echo "== $step (timeout ${limit}s) -> logs/$step.log"
+  t0=$(date +%s.%N)
+  timeout --kill-after=20 "$limit" "$SELF" __step "$step" "$OUT_DIR" "$LOG_DIR" >"$log" 2>&1
+  rc=$?
+  t1=$(date +%s.%N)
+  secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
+  case $rc in
+    0) status=PASS ;;
+    124 | 137) status="TIMEOUT (${limit}s)" ;;
+    *) status="FAIL (rc $rc)" ;;
+  esac
+  if [ "$rc" -ne 0 ] && [[ " $TOLERATE " == *" $step "* ]]; then status="$status tolerated"; fi
+  # A JSON document left empty by a failed command would only mislead; drop it.
+  for f in tune.json info.json ladder.json; do
+    [ -f "$OUT_DIR/$f" ] && [ ! -s "$OUT_DIR/$f" ] && rm -f "$OUT_DIR/$f"
+  done
+  names+=("$step") statuses+=("$status") seconds+=("$secs")
+  echo "   $status in ${secs}s"
+  if [ "$rc" -ne 0 ]; then
+    echo "   --- last lines of logs/$step.log ---"
+    tail -n 25 "$log" | sed 's/^/   | /'
+  fi
+  write_summary >/dev/null
+done
+
+# The summary goes last, so the end of the output is the part that matters.
+write_summary
+failed=$?
+echo
+cat "$OUT_DIR/summary.txt"
+[ "$failed" -eq 0 ] || exit 1
+exit 0
