@@ -74,7 +74,7 @@ if [ "${1:-}" = "__step" ]; then
       ;;
     tune)
       # JSON on stdout into the file, messages into the log.
-      "$PARALLAX" tune gemm-fp32 --json >"$out/tune.json"
+      "$PARALLAX" tune gemm-fp32 --sizes "${TUNE_SIZES:-1000,4096,8192}" --json >"$out/tune.json"
       ;;
     info)
       "$PARALLAX" info --json-out "$out/info.json"

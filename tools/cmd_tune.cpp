@@ -122,7 +122,7 @@ void print_table(const TuneResult& r) {
   w.print();
   if (!r.cache_path.empty())
     fmt::print("\nSaved to {} (sgemm levels 7 and 8 use it from now on).\n", r.cache_path.string());
-  else
+  else if (r.save_error.empty())
     fmt::print("\nNot saved (--no-save).\n");
 }
 
@@ -150,6 +150,10 @@ int run_tune_gemm_fp32(const TuneCommandOptions& o) {
 
   if (o.output.wants_json()) emit_json(o.output, to_document(o, result));
   if (o.output.prints_table()) print_table(result);
+  if (!result.save_error.empty()) {
+    fmt::print(stderr, "parallax: error: the winners were not saved: {}\n", result.save_error);
+    return 1;
+  }
   return result.winners.empty() ? 1 : 0;
 }
 

@@ -212,13 +212,15 @@ struct TuneResult {
   std::vector<TuneMeasurement> measurements;
   std::vector<TuneWinner> winners;
   std::filesystem::path cache_path;  // where the winners were saved (empty when not saved)
+  std::string save_error;            // why saving failed (the measurements are still returned)
 };
 
 // Times every compiled-in candidate of each level at each size (bench::time_gpu, inputs rotated beyond 2x
 // L2), checks each candidate's output against cuBLAS (a wrong candidate is reported and never wins), and
 // picks per (level, size class) the configuration with the lowest sum of time relative to the fastest at
 // each size of that class. Saves the winners for this GPU into the cache (merging) and makes this process
-// use them at once. Throws parallax::Error without a GPU.
+// use them at once. Throws parallax::Error without a GPU; a failure to write the cache file is reported in
+// TuneResult::save_error instead, so a long measurement is never lost to an unwritable path.
 TuneResult tune_sgemm(const TuneOptions& options = {});
 
 }  // namespace parallax

@@ -624,8 +624,12 @@ TuneResult tune_sgemm(const TuneOptions& options) {
   print_warnings(warnings);
   for (const auto& w : result.winners) cache.set(info.name, info.sm_count, w.level, w.size_class, w.entry);
   if (options.save && !result.winners.empty()) {
-    cache.save(path);
-    result.cache_path = path;
+    try {
+      cache.save(path);
+      result.cache_path = path;
+    } catch (const Error& e) {
+      result.save_error = e.what();
+    }
   }
   {
     ProcessCache& pc = process_cache();

@@ -366,6 +366,21 @@ TEST_P(SgemmLadderTest, LargeShapes) {
   run_all({big, square, square_ab, wide, thin_k, shape(1024, 1000, 7)});
 }
 
+// Levels 5 and 6 switch from 64x64 to 128x128 tiles once the big tiles fill every SM (>= 132 blocks on an
+// H100): the big-tile path needs edges in every dimension too. Small k keeps it cheap enough for the
+// sanitizer runs, so this one also runs under PARALLAX_TEST_QUICK.
+TEST_P(SgemmLadderTest, BigTilePathWithEdges) {
+  Case edges = shape(1665, 1409, 37);  // 14 x 12 = 168 tiles of 128x128, partial tiles in m, n and k
+  edges.reference = Reference::kCublas;
+  Case edges_ab = edges;
+  edges_ab.alpha = -0.7f;
+  edges_ab.beta = 1.3f;
+  edges_ab.lda_pad = 3;
+  edges_ab.ldb_pad = 1;
+  edges_ab.ldc_pad = 2;
+  run_all({edges, edges_ab});
+}
+
 // More tiles along one dimension than gridDim.y allows (65535): the launch must still cover all of C.
 TEST_P(SgemmLadderTest, LargeGridTallAndWide) {
   skip_if_quick();

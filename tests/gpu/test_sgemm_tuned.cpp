@@ -134,9 +134,9 @@ std::vector<std::tuple<SgemmLevel, int>> all_configs() {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllCompiledConfigs, TunedConfigTest, ::testing::ValuesIn(all_configs()),
-                         [](const ::testing::TestParamInfo<std::tuple<SgemmLevel, int>>& info) {
-                           const auto level = std::get<0>(info.param);
-                           const auto& c = parallax::sgemm_tile_candidates(level)[std::get<1>(info.param)];
+                         [](const ::testing::TestParamInfo<std::tuple<SgemmLevel, int>>& param_info) {
+                           const auto level = std::get<0>(param_info.param);
+                           const auto& c = parallax::sgemm_tile_candidates(level)[std::get<1>(param_info.param)];
                            std::string name = std::string(parallax::sgemm_level_name(level)) + "_" + parallax::to_string(c);
                            for (char& ch : name)
                              if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';

@@ -7,8 +7,6 @@
 
 namespace parallax::detail {
 
-constexpr int ceil_div(int a, int b) { return (a + b - 1) / b; }
-
 // The epilogue every level shares. beta == 0 must not read C: C may be uninitialised (or NaN-poisoned),
 // and 0 * NaN would be NaN.
 __device__ __forceinline__ void store_c(float* c, float acc, float alpha, float beta) {
@@ -77,6 +75,23 @@ __device__ __forceinline__ int block_row0(bool m_on_x, int bm) {
 }
 __device__ __forceinline__ int block_col0(bool m_on_x, int bn) {
   return static_cast<int>(m_on_x ? blockIdx.y : blockIdx.x) * bn;
+}
+
+// Multiprocessor count of the current device. An attribute query costs well under a microsecond, unlike
+// cudaGetDeviceProperties, so it can sit on the launch path.
+inline int current_sm_count() {
+  int device = 0, sms = 0;
+  PX_CUDA_CHECK(cudaGetDevice(&device));
+  PX_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  return sms;
+}
+
+// Wave quantization for the levels with one fixed big tile and one small fallback (5 and 6): when the big
+// tiles would not give every SM a block (1000^3 with 128x128 tiles is 64 blocks for 132 SMs on an H100),
+// half the chip idles however fast each block is; four times as many 64x64 blocks keep all SMs busy.
+inline bool big_tiles_leave_sms_idle(int m, int n, int big_bm, int big_bn) {
+  const long long blocks = static_cast<long long>(tile_count(m, big_bm)) * tile_count(n, big_bn);
+  return blocks < current_sm_count();
 }
 
 }  // namespace parallax::detail

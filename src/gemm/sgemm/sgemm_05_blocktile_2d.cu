@@ -103,15 +103,23 @@ __global__ void __launch_bounds__(blocktile_2d_threads<BM, BN, BK, TM, TN>())
   }
 }
 
+template <int BM, int BN, int BK, int TM, int TN>
+void launch_blocktile_2d(const SgemmArgs& p, cudaStream_t stream) {
+  constexpr int kThreads = blocktile_2d_threads<BM, BN, BK, TM, TN>();
+  const TileGrid tiles = make_tile_grid(p.m, p.n, BM, BN);
+  sgemm_blocktile_2d_kernel<BM, BN, BK, TM, TN><<<tiles.grid, kThreads, 0, stream>>>(
+      p.m, p.n, p.k, p.alpha, p.a, p.lda, p.b, p.ldb, p.beta, p.c, p.ldc, tiles.m_on_x);
+  PX_CUDA_CHECK_LAUNCH();
+}
+
 }  // namespace
 
 void launch_sgemm_blocktile_2d(const SgemmArgs& p, cudaStream_t stream) {
-  constexpr int kBM = 128, kBN = 128, kBK = 8, kTM = 8, kTN = 8;
-  constexpr int kThreads = blocktile_2d_threads<kBM, kBN, kBK, kTM, kTN>();
-  const TileGrid tiles = make_tile_grid(p.m, p.n, kBM, kBN);
-  sgemm_blocktile_2d_kernel<kBM, kBN, kBK, kTM, kTN><<<tiles.grid, kThreads, 0, stream>>>(
-      p.m, p.n, p.k, p.alpha, p.a, p.lda, p.b, p.ldb, p.beta, p.c, p.ldc, tiles.m_on_x);
-  PX_CUDA_CHECK_LAUNCH();
+  // 128x128 tiles with 8x8 per thread for large problems; 64x64 with 4x4 when 128x128 would idle SMs.
+  if (big_tiles_leave_sms_idle(p.m, p.n, 128, 128))
+    launch_blocktile_2d<64, 64, 8, 4, 4>(p, stream);
+  else
+    launch_blocktile_2d<128, 128, 8, 8, 8>(p, stream);
 }
 
 }  // namespace parallax::detail

@@ -9,9 +9,9 @@
 // Why it helps:
 //   * Shared-memory reads become warp-shaped. The fragments a warp reads per k step are wm + wn floats (as
 //     LDS.128: A is stored transposed, As[k][m], so 4 consecutive m are one float4), and lanes that share a
-//     row or a column of their sub-tile read the same address: a broadcast, not 32 separate requests. With
-//     4x4 per lane and a sub-tile of 8 x 4 lanes the A read of a warp touches 8 float4s (128 bytes: one
-//     conflict-free wavefront) instead of 32.
+//     row or a column of their sub-tile read the same address: a broadcast. With 4x4 per lane and a
+//     sub-tile of 8 x 4 lanes, an A fragment read of the whole warp touches only 8 distinct float4s (128
+//     contiguous bytes, no bank conflicts), a B read only 4.
 //   * The thread's 8x8 results are 64 independent FMA chains per k step fed by 16 registers (4 LDS.128):
 //     a 4:1 FFMA-to-load ratio, and plenty of instruction-level parallelism for the warp scheduler.
 //   * Tile sizes are template parameters (SgemmTileConfig), so one kernel source serves large tiles for
