@@ -1,0 +1,90 @@
+// Tensor-core GEMM: bf16 / fp16 inputs, fp32 accumulation, bf16 / fp16 / fp32 output, fused epilogue.
+//
+//   D = act(alpha * op(A) * op(B) + beta * C + bias)          (written over C)
+//
+// All matrices are ROW-MAJOR with leading dimensions in elements. op(A) is m x k and op(B) is k x n:
+//   op_a == kN: A is stored m x k (lda >= k)      op_a == kT: A is stored k x m (lda >= m), op(A) = A^T
+//   op_b == kN: B is stored k x n (ldb >= n)      op_b == kT: B is stored n x k (ldb >= k), op(B) = B^T
+//   C / D is stored m x n (ldc >= n).
+//
+// Epilogue order (the cuBLASLt convention): the fp32 accumulator is scaled by alpha, beta * C (old value,
+// converted to fp32) is added, then the per-column bias (fp32, length n, bias[j] added to column j), then
+// the activation, then one rounding to c_type. beta == 0 never reads C, so C may hold garbage or NaN.
+//
+// Activations:
+//   kGelu: the tanh approximation, 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))  (not the erf form)
+//   kSilu: x * sigmoid(x) = x / (1 + exp(-x))
+//
+// Kernels ("ladder levels" continuing the FP32 ladder of sgemm.hpp):
+//   "wmma"    level 9: nvcuda::wmma 16x16x16 fragments, shared-memory staging (sm_80+)
+//   "cublas"  the peer / reference: cublasGemmEx, CUBLAS_COMPUTE_32F (+ a separate epilogue kernel when
+//             bias / activation / mixed output type need it)
+//   "auto"    the best parallax kernel for this device (today: wmma)
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+namespace parallax {
+
+enum class DType : int { kF32 = 0, kF16 = 1, kBF16 = 2 };
+enum class Op : int { kN = 0, kT = 1 };
+enum class Epilogue : int { kNone = 0, kGelu = 1, kSilu = 2 };
+
+// "f32", "f16", "bf16" / "N", "T" / "none", "gelu", "silu".
+std::string_view dtype_name(DType t);
+std::string_view op_name(Op op);
+std::string_view epilogue_name(Epilogue e);
+// Bytes per element (4, 2, 2).
+int dtype_size(DType t);
+
+struct GemmArgs {
+  int m = 0;
+  int n = 0;
+  int k = 0;
+  Op op_a = Op::kN;
+  Op op_b = Op::kN;
+  DType a_type = DType::kBF16;  // bf16 or f16
+  DType b_type = DType::kBF16;  // must equal a_type
+  DType c_type = DType::kF32;   // bf16, f16 or f32
+  const void* a = nullptr;
+  std::int64_t lda = 0;
+  const void* b = nullptr;
+  std::int64_t ldb = 0;
+  void* c = nullptr;
+  std::int64_t ldc = 0;
+  float alpha = 1.f;
+  float beta = 0.f;
+  const float* bias = nullptr;  // optional: n floats on the device
+  Epilogue epilogue = Epilogue::kNone;
+};
+
+// Host-side argument checks; throws InvalidArgument naming the argument and the rule. Rules:
+//   m, n, k >= 1; a, b, c non-null and aligned to their element size (bias: 4 bytes);
+//   op_a, op_b, epilogue, dtypes are valid enumerators; a_type in {bf16, f16}; b_type == a_type;
+//   lda >= (op_a == kN ? k : m); ldb >= (op_b == kN ? n : k); ldc >= n; all leading dims <= INT32_MAX;
+//   alpha, beta finite; c overlaps neither a, b nor bias.
+void validate(const GemmArgs& args);
+
+enum class GemmKernel : int { kAuto = 0, kWmma = 9, kCublas = 100 };
+// "auto", "wmma", "cublas" (in that order).
+std::vector<std::string_view> gemm_kernel_names();
+std::string_view gemm_kernel_name(GemmKernel kernel);
+// Accepts the names above (and "9" for wmma); throws InvalidArgument("kernel", ... valid: ...).
+GemmKernel parse_gemm_kernel(std::string_view text);
+
+// Runs `kernel` on `stream` (asynchronous). Parses the name and validates the arguments before anything
+// touches the device.
+void gemm(const GemmArgs& args, cudaStream_t stream = nullptr, std::string_view kernel = "auto");
+void gemm(const GemmArgs& args, cudaStream_t stream, GemmKernel kernel);
+
+// The peer / reference: cublasGemmEx with CUBLAS_COMPUTE_32F (split-K reductions stay in fp32). When a bias,
+// an activation, or an output type cuBLAS cannot write directly is asked for, the product goes to an fp32
+// scratch buffer (stream-ordered allocation) and a small elementwise kernel applies the same epilogue as
+// the parallax kernels.
+void gemm_cublas(const GemmArgs& args, cudaStream_t stream = nullptr);
+
+}  // namespace parallax

@@ -1,0 +1,182 @@
+// Host side of the tensor-core GEMM: names, argument validation, dispatch to the level launchers.
+// No device code here; kernels live under tc/, one file per level (the cuBLAS peer in tc/cublas_peer.cu).
+#include <array>
+#include <climits>
+#include <cmath>
+#include <cstdint>
+#include <string>
+
+#include "gemm/tc/launchers.hpp"
+#include "parallax/core.hpp"
+#include "parallax/gemm.hpp"
+
+namespace parallax {
+namespace {
+
+struct KernelEntry {
+  GemmKernel kernel;
+  std::string_view name;
+};
+constexpr std::array<KernelEntry, 3> kKernels{{
+    {GemmKernel::kAuto, "auto"},
+    {GemmKernel::kWmma, "wmma"},
+    {GemmKernel::kCublas, "cublas"},
+}};
+
+std::string valid_kernel_list() {
+  std::string s;
+  for (const auto& e : kKernels) s += std::string(s.empty() ? "" : ", ") + std::string(e.name);
+  return s;
+}
+
+bool valid_dtype(DType t) { return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16; }
+bool valid_op(Op op) { return op == Op::kN || op == Op::kT; }
+bool valid_epilogue(Epilogue e) { return e == Epilogue::kNone || e == Epilogue::kGelu || e == Epilogue::kSilu; }
+
+std::string got(const char* name, long long v) { return std::string(" (got ") + name + "=" + std::to_string(v) + ")"; }
+// " (got lda=5, k=6)": the bad value and the one it is compared with.
+std::string got2(const char* name, long long v, const char* other, long long w) {
+  return std::string(" (got ") + name + "=" + std::to_string(v) + ", " + other + "=" + std::to_string(w) + ")";
+}
+std::string got_dtype(const char* name, DType t) {
+  return std::string(" (got ") + name + "=" +
+         (valid_dtype(t) ? std::string(dtype_name(t)) : std::to_string(static_cast<int>(t))) + ")";
+}
+
+// Half-open byte range touched by a row-major rows x cols matrix with leading dimension ld.
+struct ByteRange {
+  std::uintptr_t begin, end;
+};
+ByteRange matrix_range(const void* ptr, int rows, int cols, std::int64_t ld, int elem) {
+  const auto begin = reinterpret_cast<std::uintptr_t>(ptr);
+  const auto elements = static_cast<std::uintptr_t>(rows - 1) * static_cast<std::uintptr_t>(ld) +
+                        static_cast<std::uintptr_t>(cols);
+  return {begin, begin + elements * static_cast<std::uintptr_t>(elem)};
+}
+bool overlaps(ByteRange x, ByteRange y) { return x.begin < y.end && y.begin < x.end; }
+bool aligned(const void* p, int bytes) { return reinterpret_cast<std::uintptr_t>(p) % static_cast<unsigned>(bytes) == 0; }
+
+}  // namespace
+
+std::string_view dtype_name(DType t) {
+  switch (t) {
+    case DType::kF32: return "f32";
+    case DType::kF16: return "f16";
+    case DType::kBF16: return "bf16";
+  }
+  throw InvalidArgument("dtype", "must be f32, f16 or bf16 (got " + std::to_string(static_cast<int>(t)) + ")");
+}
+std::string_view op_name(Op op) {
+  switch (op) {
+    case Op::kN: return "N";
+    case Op::kT: return "T";
+  }
+  throw InvalidArgument("op", "must be N or T (got " + std::to_string(static_cast<int>(op)) + ")");
+}
+std::string_view epilogue_name(Epilogue e) {
+  switch (e) {
+    case Epilogue::kNone: return "none";
+    case Epilogue::kGelu: return "gelu";
+    case Epilogue::kSilu: return "silu";
+  }
+  throw InvalidArgument("epilogue", "must be none, gelu or silu (got " + std::to_string(static_cast<int>(e)) + ")");
+}
+int dtype_size(DType t) {
+  switch (t) {
+    case DType::kF32: return 4;
+    case DType::kF16:
+    case DType::kBF16: return 2;
+  }
+  return static_cast<int>(dtype_name(t).size());  // throws InvalidArgument for a value outside the enum
+}
+
+void validate(const GemmArgs& p) {
+  PX_REQUIRE(p.m >= 1, "m", "must be >= 1" + got("m", p.m));
+  PX_REQUIRE(p.n >= 1, "n", "must be >= 1" + got("n", p.n));
+  PX_REQUIRE(p.k >= 1, "k", "must be >= 1" + got("k", p.k));
+  PX_REQUIRE(valid_op(p.op_a), "op_a", "must be Op::kN or Op::kT" + got("op_a", static_cast<int>(p.op_a)));
+  PX_REQUIRE(valid_op(p.op_b), "op_b", "must be Op::kN or Op::kT" + got("op_b", static_cast<int>(p.op_b)));
+  PX_REQUIRE(valid_epilogue(p.epilogue), "epilogue",
+             "must be Epilogue::kNone, kGelu or kSilu" + got("epilogue", static_cast<int>(p.epilogue)));
+  PX_REQUIRE(p.a_type == DType::kBF16 || p.a_type == DType::kF16, "a_type",
+             "must be bf16 or f16 (tensor-core inputs)" + got_dtype("a_type", p.a_type));
+  PX_REQUIRE(p.b_type == p.a_type, "b_type",
+             "must equal a_type (got b_type=" +
+                 (valid_dtype(p.b_type) ? std::string(dtype_name(p.b_type)) : std::to_string(static_cast<int>(p.b_type))) +
+                 ", a_type=" + std::string(dtype_name(p.a_type)) + ")");
+  PX_REQUIRE(valid_dtype(p.c_type), "c_type", "must be f32, f16 or bf16" + got_dtype("c_type", p.c_type));
+  PX_REQUIRE(p.a != nullptr, "a", "must be a non-null device pointer");
+  PX_REQUIRE(p.b != nullptr, "b", "must be a non-null device pointer");
+  PX_REQUIRE(p.c != nullptr, "c", "must be a non-null device pointer");
+  const int in_size = dtype_size(p.a_type), out_size = dtype_size(p.c_type);
+  PX_REQUIRE(aligned(p.a, in_size), "a", "must be aligned to its element size (" + std::to_string(in_size) + " bytes)");
+  PX_REQUIRE(aligned(p.b, in_size), "b", "must be aligned to its element size (" + std::to_string(in_size) + " bytes)");
+  PX_REQUIRE(aligned(p.c, out_size), "c", "must be aligned to its element size (" + std::to_string(out_size) + " bytes)");
+  PX_REQUIRE(p.bias == nullptr || aligned(p.bias, 4), "bias", "must be aligned to 4 bytes (fp32)");
+
+  // Leading dimensions follow the *stored* shape: A is m x k for N and k x m for T; B is k x n or n x k.
+  const bool at = p.op_a == Op::kT, bt = p.op_b == Op::kT;
+  const int a_rows = at ? p.k : p.m, a_cols = at ? p.m : p.k;
+  const int b_rows = bt ? p.n : p.k, b_cols = bt ? p.k : p.n;
+  PX_REQUIRE(p.lda >= a_cols, "lda",
+             std::string(at ? "must be >= m, the row length of A stored k x m (op_a=T)"
+                            : "must be >= k, the row length of A stored m x k (op_a=N)") +
+                 got2("lda", p.lda, at ? "m" : "k", at ? p.m : p.k));
+  PX_REQUIRE(p.ldb >= b_cols, "ldb",
+             std::string(bt ? "must be >= k, the row length of B stored n x k (op_b=T)"
+                            : "must be >= n, the row length of B stored k x n (op_b=N)") +
+                 got2("ldb", p.ldb, bt ? "k" : "n", bt ? p.k : p.n));
+  PX_REQUIRE(p.ldc >= p.n, "ldc",
+             "must be >= n, the row length of C" + got2("ldc", p.ldc, "n", p.n));
+  PX_REQUIRE(p.lda <= INT_MAX, "lda", "must be <= 2^31-1 (cuBLAS takes 32-bit leading dimensions)" + got("lda", p.lda));
+  PX_REQUIRE(p.ldb <= INT_MAX, "ldb", "must be <= 2^31-1 (cuBLAS takes 32-bit leading dimensions)" + got("ldb", p.ldb));
+  PX_REQUIRE(p.ldc <= INT_MAX, "ldc", "must be <= 2^31-1 (cuBLAS takes 32-bit leading dimensions)" + got("ldc", p.ldc));
+  PX_REQUIRE(std::isfinite(p.alpha), "alpha", "must be finite (got alpha=" + std::to_string(p.alpha) + ")");
+  PX_REQUIRE(std::isfinite(p.beta), "beta", "must be finite (got beta=" + std::to_string(p.beta) + ")");
+
+  const ByteRange c = matrix_range(p.c, p.m, p.n, p.ldc, out_size);
+  PX_REQUIRE(!overlaps(c, matrix_range(p.a, a_rows, a_cols, p.lda, in_size)), "c",
+             "must not overlap a (C is written in place)");
+  PX_REQUIRE(!overlaps(c, matrix_range(p.b, b_rows, b_cols, p.ldb, in_size)), "c",
+             "must not overlap b (C is written in place)");
+  if (p.bias != nullptr)
+    PX_REQUIRE(!overlaps(c, matrix_range(p.bias, 1, p.n, p.n, 4)), "c",
+               "must not overlap bias (C is written in place)");
+}
+
+std::vector<std::string_view> gemm_kernel_names() {
+  std::vector<std::string_view> names;
+  for (const auto& e : kKernels) names.push_back(e.name);
+  return names;
+}
+
+std::string_view gemm_kernel_name(GemmKernel kernel) {
+  for (const auto& e : kKernels)
+    if (e.kernel == kernel) return e.name;
+  throw InvalidArgument("kernel", "unknown GemmKernel value " + std::to_string(static_cast<int>(kernel)) +
+                                      "; valid: " + valid_kernel_list());
+}
+
+GemmKernel parse_gemm_kernel(std::string_view text) {
+  for (const auto& e : kKernels)
+    if (text == e.name) return e.kernel;
+  if (text == "9") return GemmKernel::kWmma;
+  throw InvalidArgument("kernel", "unknown GEMM kernel '" + std::string(text) + "'; valid: " + valid_kernel_list() +
+                                      " (or 9 for wmma)");
+}
+
+void gemm(const GemmArgs& args, cudaStream_t stream, GemmKernel kernel) {
+  (void)gemm_kernel_name(kernel);  // rejects values outside the enum before anything else
+  validate(args);
+  switch (kernel) {
+    case GemmKernel::kCublas: return gemm_cublas(args, stream);
+    case GemmKernel::kAuto:  // the only tensor-core level so far; dispatch by architecture comes with level 10+
+    case GemmKernel::kWmma: return detail::launch_gemm_wmma(args, stream);
+  }
+}
+
+void gemm(const GemmArgs& args, cudaStream_t stream, std::string_view kernel) {
+  gemm(args, stream, parse_gemm_kernel(kernel));
+}
+
+}  // namespace parallax
