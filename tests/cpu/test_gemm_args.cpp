@@ -3,6 +3,8 @@
 // device. No GPU needed: the pointers below are host memory and are never dereferenced.
 #include <gtest/gtest.h>
 
+#include "common/expect_invalid.hpp"
+
 #include <cstdint>
 #include <limits>
 #include <set>
@@ -21,20 +23,7 @@ using parallax::GemmKernel;
 using parallax::InvalidArgument;
 using parallax::Op;
 
-template <typename F>
-void expect_invalid(F&& f, const std::string& argument, const std::string& rule_fragment) {
-  try {
-    f();
-    ADD_FAILURE() << "no exception; expected InvalidArgument for '" << argument << "'";
-  } catch (const InvalidArgument& e) {
-    EXPECT_EQ(e.argument(), argument) << e.what();
-    EXPECT_NE(std::string(e.what()).find(rule_fragment), std::string::npos)
-        << "what() = \"" << e.what() << "\" lacks \"" << rule_fragment << "\"";
-    EXPECT_NE(std::string(e.what()).find("'" + argument + "'"), std::string::npos) << e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "wrong exception type: " << e.what();
-  }
-}
+using parallax::testing::expect_invalid;
 
 void expect_validate_throws(const GemmArgs& p, const std::string& argument, const std::string& rule_fragment) {
   expect_invalid([&] { parallax::validate(p); }, argument, rule_fragment);

@@ -2,6 +2,8 @@
 // parsing. No GPU needed: every check here must hold on a CI machine without a driver.
 #include <gtest/gtest.h>
 
+#include "common/expect_invalid.hpp"
+
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -148,20 +150,7 @@ INSTANTIATE_TEST_SUITE_P(
 // ---------------------------------------------------------------------------------------------------------
 // Reference argument validation.
 
-template <typename F>
-void expect_invalid(F&& f, const std::string& argument, const std::string& rule_fragment) {
-  try {
-    f();
-    ADD_FAILURE() << "no exception; expected InvalidArgument for '" << argument << "'";
-  } catch (const InvalidArgument& e) {
-    EXPECT_EQ(e.argument(), argument) << e.what();
-    EXPECT_NE(std::string(e.what()).find(rule_fragment), std::string::npos)
-        << "what() = \"" << e.what() << "\" lacks \"" << rule_fragment << "\"";
-    EXPECT_NE(std::string(e.what()).find("'" + argument + "'"), std::string::npos) << e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "wrong exception type: " << e.what();
-  }
-}
+using parallax::testing::expect_invalid;
 
 TEST(SgemmReference, ValidatesArguments) {
   const std::vector<float> a(6, 1.f), b(6, 1.f), c(4, 1.f);  // 2x3 * 3x2 with tight leading dimensions
