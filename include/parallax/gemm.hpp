@@ -16,10 +16,19 @@
 //   kSilu: x * sigmoid(x) = x / (1 + exp(-x))
 //
 // Kernels ("ladder levels" continuing the FP32 ladder of sgemm.hpp):
-//   "wmma"    level 9: nvcuda::wmma 16x16x16 fragments, shared-memory staging (sm_80+)
+//   "wmma"              level 9: nvcuda::wmma 16x16x16 fragments, shared-memory staging (sm_80+)
+//   "mma"               level 10: mma.sync m16n8k16 + ldmatrix, cp.async multi-stage pipeline, swizzled
+//                       shared memory (sm_80+)
+//   "wgmma"             level 11: Hopper wgmma fed by TMA through an mbarrier pipeline (sm_90a)
+//   "wgmma-ws"          level 12: warp-specialized: a TMA producer warpgroup, consumer warpgroups, register
+//                       reallocation (sm_90a)
+//   "wgmma-persistent"  level 13: persistent grid with an L2-friendly tile schedule (sm_90a)
+//   The sm_90a levels need operands TMA can describe (16-byte aligned base pointers and leading dimensions
+//   that are multiples of 8 elements); any other valid call runs level 10 instead, so a valid shape is never
+//   an error. On a GPU older than sm_90 they throw Error naming the requirement.
 //   "cublas"  the peer / reference: cublasGemmEx, CUBLAS_COMPUTE_32F (+ a separate epilogue kernel when
 //             bias / activation / mixed output type need it)
-//   "auto"    the best parallax kernel for this device (today: wmma)
+//   "auto"              the best parallax kernel for this device and shape (see gemm_dispatch.cpp)
 #pragma once
 
 #include <cuda_runtime.h>
@@ -69,11 +78,19 @@ struct GemmArgs {
 //   alpha, beta finite; c overlaps neither a, b nor bias.
 void validate(const GemmArgs& args);
 
-enum class GemmKernel : int { kAuto = 0, kWmma = 9, kCublas = 100 };
-// "auto", "wmma", "cublas" (in that order).
+enum class GemmKernel : int {
+  kAuto = 0,
+  kWmma = 9,
+  kMma = 10,
+  kWgmma = 11,
+  kWgmmaWs = 12,
+  kWgmmaPersistent = 13,
+  kCublas = 100
+};
+// "auto", "wmma", "mma", "wgmma", "wgmma-ws", "wgmma-persistent", "cublas" (in that order).
 std::vector<std::string_view> gemm_kernel_names();
 std::string_view gemm_kernel_name(GemmKernel kernel);
-// Accepts the names above (and "9" for wmma); throws InvalidArgument("kernel", ... valid: ...).
+// Accepts the names above (and the level numbers "9".."13"); throws InvalidArgument("kernel", ... valid: ...).
 GemmKernel parse_gemm_kernel(std::string_view text);
 
 // Runs `kernel` on `stream` (asynchronous). Parses the name and validates the arguments before anything

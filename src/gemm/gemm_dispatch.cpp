@@ -17,9 +17,13 @@ struct KernelEntry {
   GemmKernel kernel;
   std::string_view name;
 };
-constexpr std::array<KernelEntry, 3> kKernels{{
+constexpr std::array<KernelEntry, 7> kKernels{{
     {GemmKernel::kAuto, "auto"},
     {GemmKernel::kWmma, "wmma"},
+    {GemmKernel::kMma, "mma"},
+    {GemmKernel::kWgmma, "wgmma"},
+    {GemmKernel::kWgmmaWs, "wgmma-ws"},
+    {GemmKernel::kWgmmaPersistent, "wgmma-persistent"},
     {GemmKernel::kCublas, "cublas"},
 }};
 
@@ -144,6 +148,39 @@ void validate(const GemmArgs& p) {
                "must not overlap bias (C is written in place)");
 }
 
+namespace detail {
+
+bool tma_compatible(const GemmArgs& p) {
+  const auto aligned16 = [](const void* ptr) { return reinterpret_cast<std::uintptr_t>(ptr) % 16 == 0; };
+  const std::int64_t in_size = dtype_size(p.a_type);
+  return aligned16(p.a) && aligned16(p.b) && (p.lda * in_size) % 16 == 0 && (p.ldb * in_size) % 16 == 0;
+}
+
+namespace {
+int current_cc_major() {
+  int device = 0, major = 0;
+  PX_CUDA_CHECK(cudaGetDevice(&device));
+  PX_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  return major;
+}
+}  // namespace
+
+void require_sm90(std::string_view kernel_name) {
+  const int major = current_cc_major();
+  if (major != 9)
+    throw Error("gemm kernel '" + std::string(kernel_name) + "' needs an sm_90 (Hopper) GPU; this device is sm_" +
+                std::to_string(major) + "x (use 'mma' or 'auto')");
+}
+
+GemmKernel choose_gemm_kernel(const GemmArgs& p) {
+  const int major = current_cc_major();
+  if (major < 8) return GemmKernel::kCublas;  // the parallax kernels are built for sm_80 and sm_90a
+  if (major == 9 && tma_compatible(p)) return GemmKernel::kWgmmaPersistent;
+  return GemmKernel::kMma;
+}
+
+}  // namespace detail
+
 std::vector<std::string_view> gemm_kernel_names() {
   std::vector<std::string_view> names;
   for (const auto& e : kKernels) names.push_back(e.name);
@@ -160,9 +197,12 @@ std::string_view gemm_kernel_name(GemmKernel kernel) {
 GemmKernel parse_gemm_kernel(std::string_view text) {
   for (const auto& e : kKernels)
     if (text == e.name) return e.kernel;
-  if (text == "9") return GemmKernel::kWmma;
+  for (const auto& e : kKernels)
+    if (e.kernel != GemmKernel::kAuto && e.kernel != GemmKernel::kCublas &&
+        text == std::to_string(static_cast<int>(e.kernel)))
+      return e.kernel;
   throw InvalidArgument("kernel", "unknown GEMM kernel '" + std::string(text) + "'; valid: " + valid_kernel_list() +
-                                      " (or 9 for wmma)");
+                                      " (or a level number 9..13)");
 }
 
 void gemm(const GemmArgs& args, cudaStream_t stream, GemmKernel kernel) {
@@ -170,8 +210,18 @@ void gemm(const GemmArgs& args, cudaStream_t stream, GemmKernel kernel) {
   validate(args);
   switch (kernel) {
     case GemmKernel::kCublas: return gemm_cublas(args, stream);
-    case GemmKernel::kAuto:  // the only tensor-core level so far; dispatch by architecture comes with level 10+
+    case GemmKernel::kAuto: return gemm(args, stream, detail::choose_gemm_kernel(args));
     case GemmKernel::kWmma: return detail::launch_gemm_wmma(args, stream);
+    case GemmKernel::kMma: return detail::launch_gemm_mma(args, stream);
+    case GemmKernel::kWgmma:
+    case GemmKernel::kWgmmaWs:
+    case GemmKernel::kWgmmaPersistent:
+      detail::require_sm90(gemm_kernel_name(kernel));
+      // TMA cannot describe this operand layout: the same product on level 10 (never an error, see gemm.hpp).
+      if (!detail::tma_compatible(args)) return detail::launch_gemm_mma(args, stream);
+      if (kernel == GemmKernel::kWgmma) return detail::launch_gemm_wgmma(args, stream);
+      if (kernel == GemmKernel::kWgmmaWs) return detail::launch_gemm_wgmma_ws(args, stream);
+      return detail::launch_gemm_wgmma_persistent(args, stream);
   }
 }
 

@@ -254,20 +254,23 @@ TEST(GemmNames, EnumNames) {
 
 TEST(GemmKernels, NamesAndParsing) {
   const auto names = parallax::gemm_kernel_names();
-  ASSERT_EQ(names.size(), 3u);
-  EXPECT_EQ(names[0], "auto");
-  EXPECT_EQ(names[1], "wmma");
-  EXPECT_EQ(names[2], "cublas");
+  const std::vector<std::string_view> expected{"auto", "wmma", "mma", "wgmma", "wgmma-ws", "wgmma-persistent",
+                                               "cublas"};
+  EXPECT_EQ(names, expected);
   std::set<std::string_view> unique(names.begin(), names.end());
   EXPECT_EQ(unique.size(), names.size());
   for (auto name : names) EXPECT_EQ(parallax::gemm_kernel_name(parallax::parse_gemm_kernel(name)), name);
   EXPECT_EQ(parallax::parse_gemm_kernel("9"), GemmKernel::kWmma);
+  EXPECT_EQ(parallax::parse_gemm_kernel("10"), GemmKernel::kMma);
+  EXPECT_EQ(parallax::parse_gemm_kernel("13"), GemmKernel::kWgmmaPersistent);
   EXPECT_EQ(parallax::parse_gemm_kernel("auto"), GemmKernel::kAuto);
   EXPECT_EQ(parallax::parse_gemm_kernel("cublas"), GemmKernel::kCublas);
-  expect_invalid([] { (void)parallax::parse_gemm_kernel("mma"); }, "kernel",
-                 "unknown GEMM kernel 'mma'; valid: auto, wmma, cublas");
+  expect_invalid([] { (void)parallax::parse_gemm_kernel("mma.sync"); }, "kernel",
+                 "unknown GEMM kernel 'mma.sync'; valid: auto, wmma, mma, wgmma, wgmma-ws, wgmma-persistent, cublas");
+  expect_invalid([] { (void)parallax::parse_gemm_kernel("100"); }, "kernel", "a level number 9..13");
+  expect_invalid([] { (void)parallax::parse_gemm_kernel("8"); }, "kernel", "unknown GEMM kernel '8'");
   expect_invalid([] { (void)parallax::parse_gemm_kernel(""); }, "kernel", "unknown GEMM kernel ''");
-  expect_invalid([] { (void)parallax::parse_gemm_kernel("WMMA"); }, "kernel", "valid: auto, wmma, cublas");
+  expect_invalid([] { (void)parallax::parse_gemm_kernel("WMMA"); }, "kernel", "valid: auto, wmma, mma");
   expect_invalid([] { (void)parallax::gemm_kernel_name(static_cast<GemmKernel>(3)); }, "kernel",
                  "unknown GemmKernel value 3");
 }

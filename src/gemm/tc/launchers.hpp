@@ -1,13 +1,28 @@
 // Host-callable launchers of the tensor-core GEMM levels (one per file under tc/). Arguments are already
-// validated by the caller (gemm_dispatch.cpp).
+// validated by the caller (gemm_dispatch.cpp), which also guarantees the preconditions noted here.
 #pragma once
 
 #include <cuda_runtime.h>
+
+#include <string_view>
 
 #include "parallax/gemm.hpp"
 
 namespace parallax::detail {
 
-void launch_gemm_wmma(const GemmArgs& args, cudaStream_t stream);  // level 9
+void launch_gemm_wmma(const GemmArgs& args, cudaStream_t stream);  // level 9, sm_80+
+void launch_gemm_mma(const GemmArgs& args, cudaStream_t stream);   // level 10, sm_80+, any layout
+// Levels 11-13: sm_90 device and tma_compatible(args) hold.
+void launch_gemm_wgmma(const GemmArgs& args, cudaStream_t stream);             // level 11
+void launch_gemm_wgmma_ws(const GemmArgs& args, cudaStream_t stream);          // level 12
+void launch_gemm_wgmma_persistent(const GemmArgs& args, cudaStream_t stream);  // level 13
+
+// True when TMA can load both operands: base pointers 16-byte aligned and leading dimensions whose byte
+// stride is a multiple of 16 (the rules of cuTensorMapEncodeTiled for the non-innermost global stride).
+bool tma_compatible(const GemmArgs& args);
+// Throws Error when the current device is older than sm_90 ("kernel <name> needs an sm_90 GPU ...").
+void require_sm90(std::string_view kernel_name);
+// What kernel "auto" runs for these arguments on the current device.
+GemmKernel choose_gemm_kernel(const GemmArgs& args);
 
 }  // namespace parallax::detail

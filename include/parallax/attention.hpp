@@ -1,0 +1,84 @@
+// FlashAttention forward (issue 5): softmax(scale * Q K^T + mask) V without materializing the scores.
+//
+// Layouts (FlashAttention's): q and out are [B, Sq, H, D], k and v are [B, Sk, Hkv, D], lse is [B, H, Sq]
+// fp32 contiguous. Any strides (in elements) with unit stride along D; strides are per tensor.
+//
+//   out[b, i, h, :] = sum_j P[b, h, i, j] v[b, j, h / (H / Hkv), :]
+//   P = softmax_j(scale * q[b, i, h, :] . k[b, j, h / (H / Hkv), :] + mask(i, j))
+//   lse[b, h, i] = log(sum_j exp(scale * s_ij + mask)) (natural log; -inf for a fully masked row)
+//
+// Causal masking is aligned bottom-right (FlashAttention >= 2.1): query i may see key j when
+// j <= i + (Sk - Sq). With Sq > Sk the first Sq - Sk rows see no key at all: their output is 0 and their
+// LSE -inf. GQA / MQA: H must be a multiple of Hkv; query head h reads key/value head h / (H / Hkv).
+// Numerics: bf16 / fp16 in and out, fp32 scores, softmax and accumulation.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "parallax/gemm.hpp"  // DType
+
+namespace parallax {
+
+// Strides of a 4-D [B, S, H, D] tensor in elements; the stride along D must be 1.
+struct AttentionStrides {
+  std::int64_t batch = 0;
+  std::int64_t seq = 0;
+  std::int64_t head = 0;
+  // Dense [B, S, H, D]: head = D, seq = H * D, batch = S * H * D.
+  static AttentionStrides dense(int seqlen, int heads, int head_dim) {
+    return {static_cast<std::int64_t>(seqlen) * heads * head_dim, static_cast<std::int64_t>(heads) * head_dim,
+            head_dim};
+  }
+};
+
+struct AttentionArgs {
+  int batch = 0;
+  int seqlen_q = 0;
+  int seqlen_k = 0;
+  int heads = 0;     // H, query heads
+  int heads_kv = 0;  // Hkv, key/value heads; H % Hkv == 0
+  int head_dim = 0;  // D: 64 or 128 (supported_head_dims())
+  DType dtype = DType::kBF16;  // of q, k, v and out: bf16 or f16
+  const void* q = nullptr;
+  AttentionStrides q_strides;
+  const void* k = nullptr;
+  AttentionStrides k_strides;
+  const void* v = nullptr;
+  AttentionStrides v_strides;
+  void* out = nullptr;
+  AttentionStrides out_strides;
+  float* lse = nullptr;                // optional: [B, H, Sq] fp32, contiguous
+  std::optional<float> softmax_scale;  // default 1 / sqrt(D)
+  bool causal = false;
+
+  float scale() const;  // softmax_scale or 1 / sqrt(head_dim)
+};
+
+// Head dimensions the kernels are compiled for.
+std::vector<int> supported_head_dims();
+
+// Host-side checks; throws InvalidArgument naming the argument and the rule (e.g. head_dim: "must be one of
+// 64, 128 (got 96)").
+void validate(const AttentionArgs& args);
+
+// Kernels ("attention ladder"):
+//   "reference"  level 1: materialized fp32 scores, one row per block: the GPU reference of the tests
+//   "tiled"      level 2: tiled online softmax on CUDA cores (the seed's "naive FlashAttention")
+//   "mma"        level 3: FA2-style tensor-core kernel (mma.sync, ldmatrix, cp.async; sm_80+)
+//   "wgmma"      level 4: FA3-style Hopper kernel (wgmma + TMA, warp-specialized; sm_90a)
+//   "auto"       the best for this device
+enum class AttentionKernel : int { kAuto = 0, kReference = 1, kTiled = 2, kMma = 3, kWgmma = 4 };
+std::vector<std::string_view> attention_kernel_names();
+std::string_view attention_kernel_name(AttentionKernel kernel);
+AttentionKernel parse_attention_kernel(std::string_view text);  // names or level numbers "1".."4"
+
+// Asynchronous on `stream`; validates everything on the host first.
+void attention_forward(const AttentionArgs& args, cudaStream_t stream = nullptr, std::string_view kernel = "auto");
+void attention_forward(const AttentionArgs& args, cudaStream_t stream, AttentionKernel kernel);
+
+}  // namespace parallax
