@@ -90,6 +90,11 @@ enum class GemmKernel : int {
 // "auto", "wmma", "mma", "wgmma", "wgmma-ws", "wgmma-persistent", "cublas" (in that order).
 std::vector<std::string_view> gemm_kernel_names();
 std::string_view gemm_kernel_name(GemmKernel kernel);
+// One line on what the kernel adds over the level before it (for tables).
+std::string_view gemm_kernel_description(GemmKernel kernel);
+// Oldest GPU generation (compute capability major) the kernel runs on: 8 for wmma / mma, 9 for the wgmma
+// levels, 0 for auto / cublas.
+int gemm_kernel_min_cc_major(GemmKernel kernel);
 // Accepts the names above (and the level numbers "9".."13"); throws InvalidArgument("kernel", ... valid: ...).
 GemmKernel parse_gemm_kernel(std::string_view text);
 

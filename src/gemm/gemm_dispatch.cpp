@@ -16,15 +16,17 @@ namespace {
 struct KernelEntry {
   GemmKernel kernel;
   std::string_view name;
+  int min_cc_major;
+  std::string_view description;
 };
 constexpr std::array<KernelEntry, 7> kKernels{{
-    {GemmKernel::kAuto, "auto"},
-    {GemmKernel::kWmma, "wmma"},
-    {GemmKernel::kMma, "mma"},
-    {GemmKernel::kWgmma, "wgmma"},
-    {GemmKernel::kWgmmaWs, "wgmma-ws"},
-    {GemmKernel::kWgmmaPersistent, "wgmma-persistent"},
-    {GemmKernel::kCublas, "cublas"},
+    {GemmKernel::kAuto, "auto", 0, "the best parallax kernel for this GPU and shape"},
+    {GemmKernel::kWmma, "wmma", 8, "tensor cores through nvcuda::wmma fragments"},
+    {GemmKernel::kMma, "mma", 8, "mma.sync + ldmatrix, cp.async pipeline, swizzled smem"},
+    {GemmKernel::kWgmma, "wgmma", 9, "Hopper wgmma fed by TMA + mbarrier pipeline"},
+    {GemmKernel::kWgmmaWs, "wgmma-ws", 9, "warp-specialized producer/consumers, setmaxnreg"},
+    {GemmKernel::kWgmmaPersistent, "wgmma-persistent", 9, "persistent grid, L2-friendly tile order"},
+    {GemmKernel::kCublas, "cublas", 0, "cublasGemmEx, fp32 accumulation"},
 }};
 
 std::string valid_kernel_list() {
@@ -192,6 +194,18 @@ std::string_view gemm_kernel_name(GemmKernel kernel) {
     if (e.kernel == kernel) return e.name;
   throw InvalidArgument("kernel", "unknown GemmKernel value " + std::to_string(static_cast<int>(kernel)) +
                                       "; valid: " + valid_kernel_list());
+}
+
+std::string_view gemm_kernel_description(GemmKernel kernel) {
+  for (const auto& e : kKernels)
+    if (e.kernel == kernel) return e.description;
+  return gemm_kernel_name(kernel);  // throws for a value outside the enum
+}
+
+int gemm_kernel_min_cc_major(GemmKernel kernel) {
+  for (const auto& e : kKernels)
+    if (e.kernel == kernel) return e.min_cc_major;
+  return static_cast<int>(gemm_kernel_name(kernel).size());  // throws for a value outside the enum
 }
 
 GemmKernel parse_gemm_kernel(std::string_view text) {

@@ -1,6 +1,8 @@
 // The `parallax` command line without a GPU: parsing (values, lists, names, bad input), exit codes and
 // messages of run_main, the table printer, JSON output, and the gemm output check.
 #include <gtest/gtest.h>
+
+#include <bit>
 #include <unistd.h>
 
 #include <algorithm>
@@ -19,12 +21,14 @@
 #include "cli.hpp"
 #include "cmd_gemm.hpp"
 #include "cmd_info.hpp"
+#include "common/expect_invalid.hpp"
 #include "parallax/core.hpp"
 #include "table.hpp"
 
 namespace {
 
 using parallax::SgemmLevel;
+using parallax::testing::expect_invalid;
 namespace cli = parallax::cli;
 
 // CLI11's vector overload of parse() consumes its arguments from the back (argv reversed, program name
@@ -118,7 +122,10 @@ TEST(CliGemm, LadderDefaults) {
   EXPECT_EQ(o.repetitions, 30);
   EXPECT_EQ(o.warmup, 5);
   EXPECT_GT(o.budget_ms, 0) << "a budget by default, so the naive level at 8192^3 stays short";
-  EXPECT_DOUBLE_EQ(o.tolerance, 1e-4);
+  EXPECT_DOUBLE_EQ(o.tolerance, 0) << "0 = by output type";
+  EXPECT_DOUBLE_EQ(o.effective_tolerance(), 1e-4);
+  EXPECT_EQ(o.dtype, "fp32");
+  EXPECT_FALSE(o.tensor_core());
   EXPECT_FALSE(o.output.json);
   EXPECT_TRUE(o.output.json_out.empty());
   EXPECT_TRUE(static_cast<bool>(p.action)) << "a parsed command leaves an action to run";
@@ -229,6 +236,122 @@ TEST(CliGemm, UnknownKernelIsRejectedAtParseListingValidNames) {
     EXPECT_TRUE(contains(e, name)) << "missing '" << name << "' in: " << e;
   EXPECT_NE(parse_error<GemmParse>({"--kernel", "9"}), "");
   EXPECT_NE(parse_error<GemmParse>({"--kernel", ""}), "");
+}
+
+// ---- tensor-core mode (--dtype bf16 | fp16)
+
+TEST(CliGemmTc, DtypeNamesAreCanonicalizedAndOutputDefaultsToInput) {
+  for (const char* name : {"bf16", "bfloat16"}) {
+    GemmParse p({"--ladder", "--dtype", name});
+    EXPECT_EQ(p.options->dtype, "bf16");
+    EXPECT_TRUE(p.options->tensor_core());
+    EXPECT_EQ(p.options->output_dtype(), "bf16");
+    EXPECT_DOUBLE_EQ(p.options->effective_tolerance(), 1e-2);
+  }
+  GemmParse h({"--ladder", "--dtype", "f16", "--out-dtype", "float32"});
+  EXPECT_EQ(h.options->dtype, "fp16");
+  EXPECT_EQ(h.options->output_dtype(), "fp32");
+  EXPECT_DOUBLE_EQ(h.options->effective_tolerance(), 1e-4) << "fp32 output: the fp32 tolerance";
+  EXPECT_DOUBLE_EQ(GemmParse({"--ladder", "--dtype", "fp16"}).options->effective_tolerance(), 2e-3);
+  EXPECT_DOUBLE_EQ(GemmParse({"--ladder", "--dtype", "fp16", "--tolerance", "0.5"}).options->effective_tolerance(), 0.5);
+}
+
+TEST(CliGemmTc, BadDtypesAreRejectedListingValidOnes) {
+  const std::string e = parse_error<GemmParse>({"--ladder", "--dtype", "int8"});
+  EXPECT_TRUE(contains(e, "int8") && contains(e, "fp32, bf16, fp16")) << e;
+  EXPECT_TRUE(contains(parse_error<GemmParse>({"--ladder", "--out-dtype", "bf16"}), "tensor-core GEMM only"));
+}
+
+TEST(CliGemmTc, TensorCoreKernelsNeedA16BitDtypeAndLadderLevelsNeedFp32) {
+  EXPECT_TRUE(contains(parse_error<GemmParse>({"--kernel", "wgmma"}), "add --dtype bf16 or fp16"));
+  EXPECT_TRUE(contains(parse_error<GemmParse>({"--kernel", "sgemm3", "--dtype", "bf16"}), "FP32 ladder level"));
+  GemmParse p({"--kernel", "11", "--dtype", "bf16", "--op-a", "t", "--op-b", "N"});
+  EXPECT_EQ(p.options->kernel, "wgmma") << "level numbers 9..13 name the tensor-core kernels";
+  EXPECT_EQ(p.options->op_a, parallax::Op::kT);
+  EXPECT_EQ(p.options->op_b, parallax::Op::kN);
+  EXPECT_EQ(GemmParse({"--kernel", "cublas", "--dtype", "fp16"}).options->kernel, "cublas");
+  EXPECT_TRUE(contains(parse_error<GemmParse>({"--kernel", "1", "--op-b", "T"}), "transposes need --dtype"));
+  EXPECT_TRUE(contains(parse_error<GemmParse>({"--kernel", "mma", "--dtype", "bf16", "--op-a", "X"}), "must be N or T"));
+}
+
+TEST(CliGemmTc, LevelsAreTensorCoreKernelsInGivenOrder) {
+  GemmParse p({"--ladder", "--dtype", "bf16", "--levels", "wgmma-persistent,mma,10,wmma"});
+  EXPECT_EQ(p.options->tc_kernels, (std::vector<parallax::GemmKernel>{parallax::GemmKernel::kWgmmaPersistent,
+                                                                      parallax::GemmKernel::kMma,
+                                                                      parallax::GemmKernel::kWmma}));
+  EXPECT_TRUE(contains(parse_error<GemmParse>({"--ladder", "--dtype", "bf16", "--levels", "sgemm8"}),
+                       "unknown tensor-core kernel 'sgemm8'"));
+  EXPECT_TRUE(contains(parse_error<GemmParse>({"--ladder", "--dtype", "bf16", "--levels", "cublas"}), "peer"));
+}
+
+TEST(CliGemmTc, LeadingDimensionRulesFollowTheStoredShape) {
+  // op(A) = T: A is stored k x m, so lda >= m.
+  EXPECT_TRUE(contains(parse_error<GemmParse>({"--kernel", "mma", "--dtype", "bf16", "--op-a", "T", "--m", "100",
+                                               "--k", "50", "--lda", "60"}),
+                       ">= m = 100"));
+  EXPECT_EQ(parse_error<GemmParse>({"--kernel", "mma", "--dtype", "bf16", "--op-a", "T", "--m", "100", "--k", "500",
+                                    "--lda", "100"}),
+            "");
+  EXPECT_TRUE(contains(parse_error<GemmParse>({"--kernel", "mma", "--dtype", "bf16", "--op-b", "T", "--n", "10",
+                                               "--k", "50", "--ldb", "40"}),
+                       ">= k = 50"));
+}
+
+TEST(CliGemmTc, StudyShapesParseAndPrintBack) {
+  using cli::StudyShape;
+  EXPECT_EQ(cli::parse_study_shape("4096"), (StudyShape{4096, 4096, 4096}));
+  EXPECT_EQ(cli::parse_study_shape("8192x28672x8192"), (StudyShape{8192, 28672, 8192}));
+  EXPECT_EQ(cli::parse_study_shape("1x2x3:TN"), (StudyShape{1, 2, 3, parallax::Op::kT, parallax::Op::kN}));
+  for (const char* text : {"1x2x3", "1x2x3:TN", "7x7x7:TT"})
+    EXPECT_EQ(cli::study_shape_text(cli::parse_study_shape(text)), text);
+  for (const char* bad : {"", "x", "1x2", "1x2x3x4", "0x5x5", "-1", "1x2x3:", "1x2x3:TX", "1x2x3:NNN", "axbxc",
+                          "99999999999"})
+    expect_invalid([&] { (void)cli::parse_study_shape(bad); }, "shapes", "expected MxNxK");
+  EXPECT_NE(parse_error<GemmParse>({"--ladder", "--dtype", "bf16", "--shapes", "1x2"}), "");
+  EXPECT_TRUE(contains(parse_error<GemmParse>({"--ladder", "--shapes", "4096"}), "tensor-core GEMM only"));
+  GemmParse p({"--ladder", "--dtype", "bf16", "--shapes", "4096,1000x3000x777:NT"});
+  EXPECT_EQ(p.options->shapes.size(), 2u);
+}
+
+TEST(CliGemmTc, DefaultStudyCoversTheIssuesShapes) {
+  const auto shapes = cli::tc_study_shapes({1024, 8192});
+  const auto has = [&](cli::StudyShape s) { return std::find(shapes.begin(), shapes.end(), s) != shapes.end(); };
+  using parallax::Op;
+  for (cli::StudyShape s :
+       {cli::StudyShape{1024, 1024, 1024}, {8192, 8192, 8192}, {8192, 28672, 8192}, {8192, 8192, 28672},
+        {4096, 14336, 4096}, {8192, 1024, 8192}, {4096, 4096, 4096, Op::kN, Op::kT}, {4096, 4096, 4096, Op::kT, Op::kN},
+        {4096, 4096, 4096, Op::kT, Op::kT}, {4095, 4095, 4095}, {1000, 3000, 777}})
+    EXPECT_TRUE(has(s)) << cli::study_shape_text(s);
+  const std::string line = GemmParse({"--ladder", "--dtype", "bf16"}).options->command_line();
+  EXPECT_TRUE(contains(line, "--dtype bf16 --out-dtype bf16") && contains(line, "8192x28672x8192")) << line;
+}
+
+TEST(CliGemmTc, WidenOutputIsExactAndKeepsThePoison) {
+  const auto bytes16 = [](std::vector<std::uint16_t> v) {
+    std::vector<std::byte> b(v.size() * 2);
+    std::memcpy(b.data(), v.data(), b.size());
+    return b;
+  };
+  // bf16: 1.0 = 0x3F80, -2.5 = 0xC020; fp16: 1.0 = 0x3C00, -2.5 = 0xC100, smallest subnormal 0x0001 = 2^-24.
+  auto bf = cli::widen_output(bytes16({0x3F80, 0xC020, 0xFFFF}), parallax::DType::kBF16);
+  EXPECT_EQ(bf[0], 1.f);
+  EXPECT_EQ(bf[1], -2.5f);
+  EXPECT_EQ(std::bit_cast<std::uint32_t>(bf[2]), 0xFFFFFFFFu);
+  auto h = cli::widen_output(bytes16({0x3C00, 0xC100, 0x0001, 0x7BFF, 0xFFFF}), parallax::DType::kF16);
+  EXPECT_EQ(h[0], 1.f);
+  EXPECT_EQ(h[1], -2.5f);
+  EXPECT_EQ(h[2], std::ldexp(1.f, -24));
+  EXPECT_EQ(h[3], 65504.f);
+  EXPECT_EQ(std::bit_cast<std::uint32_t>(h[4]), 0xFFFFFFFFu);
+  // The widened poison is recognised by check_output as padding that was never written.
+  const std::vector<float> ref{1.f, 2.f, 0.f, 3.f, 4.f, 0.f};
+  auto padded = cli::widen_output(bytes16({0x3F80, 0x4000, 0xFFFF, 0x4040, 0x4080, 0xFFFF}), parallax::DType::kBF16);
+  const cli::OutputCheck c = cli::check_output(padded, ref, 2, 2, 3);
+  EXPECT_EQ(c.padding_written, 0u);
+  EXPECT_EQ(c.non_finite, 0u);
+  EXPECT_EQ(c.rel_fro, 0.0);
+  expect_invalid([] { (void)cli::widen_output(std::vector<std::byte>(3), parallax::DType::kBF16); }, "bytes",
+                 "whole elements");
 }
 
 TEST(CliGemm, CanonicalKernelName) {
