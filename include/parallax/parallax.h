@@ -181,24 +181,61 @@ PARALLAX_API parallax_status_t parallax_sgemm_cublas(int64_t m, int64_t n, int64
                                                      cudaStream_t stream) PARALLAX_NOEXCEPT;
 
 /* ---------------------------------------------------------------------------------------------------------
+ * Tensor-core GEMM (parallax/gemm.hpp):  D = act(alpha * op(A) * op(B) + beta * C + bias), written over C.
+ *   Row-major; op(A) is m x k, op(B) is k x n: A is stored m x k (op N, lda >= k) or k x m (op T, lda >= m),
+ *   B is stored k x n (op N, ldb >= n) or n x k (op T, ldb >= k), C is m x n (ldc >= n).
+ *   ab_dtype: F16 or BF16 (both inputs); c_dtype: F32, F16 or BF16; fp32 accumulation; m, n, k >= 1.
+ *   bias: NULL or n floats on the device (added to each column before the activation).
+ *   beta == 0 never reads C. C must not overlap A, B or bias. alpha, beta finite.
+ * The caller sets struct_size = sizeof(parallax_gemm_args_t): a binding whose mirror of the struct has
+ * drifted gets PARALLAX_ERROR_INVALID_ARGUMENT naming 'struct_size'.
+ * ------------------------------------------------------------------------------------------------------- */
+typedef enum parallax_epilogue {
+  PARALLAX_EPILOGUE_NONE = 0,
+  PARALLAX_EPILOGUE_GELU = 1, /* tanh approximation */
+  PARALLAX_EPILOGUE_SILU = 2
+} parallax_epilogue_t;
+
+typedef struct parallax_gemm_args {
+  uint64_t struct_size;
+  int64_t m;
+  int64_t n;
+  int64_t k;
+  int32_t op_a;     /* parallax_op_t */
+  int32_t op_b;     /* parallax_op_t */
+  int32_t ab_dtype; /* parallax_dtype_t: F16 or BF16 */
+  int32_t c_dtype;  /* parallax_dtype_t */
+  const void* a;
+  int64_t lda;
+  const void* b;
+  int64_t ldb;
+  void* c;
+  int64_t ldc;
+  float alpha;
+  float beta;
+  const float* bias;
+  int32_t epilogue; /* parallax_epilogue_t */
+  int32_t reserved; /* must be 0 */
+} parallax_gemm_args_t;
+
+/* Kernels by index 0..count-1: "auto", "wmma", "mma", "wgmma", "wgmma-ws", "wgmma-persistent", "cublas"
+ * (static storage). */
+PARALLAX_API parallax_status_t parallax_gemm_kernel_count(int* count) PARALLAX_NOEXCEPT;
+PARALLAX_API parallax_status_t parallax_gemm_kernel_name(int index, const char** name) PARALLAX_NOEXCEPT;
+
+/* Runs `kernel` (NULL or "auto": the dispatcher's choice for this GPU and shape; else a name above or a level
+ * number "9".."13") on `stream`, asynchronously. Every argument is checked on the host first
+ * (PARALLAX_ERROR_INVALID_ARGUMENT naming it). A kernel that needs a newer GPU (the wgmma levels on an sm_80)
+ * returns PARALLAX_ERROR_RUNTIME saying so. */
+PARALLAX_API parallax_status_t parallax_gemm(const parallax_gemm_args_t* args, const char* kernel,
+                                             cudaStream_t stream) PARALLAX_NOEXCEPT;
+
+/* ---------------------------------------------------------------------------------------------------------
  * Planned (declared here once they exist, so that everything this header declares works; a binding can
  * feature-test for a symbol with dlsym):
  *
- *   Production tensor-core GEMM, C = alpha * op(A) * op(B) + beta * C with op from parallax_op_t,
- *   FP32 accumulation, `kernel` = NULL or "auto" for the dispatcher's choice, else a kernel by name:
- *     parallax_status_t parallax_gemm(const char* kernel, parallax_op_t op_a, parallax_op_t op_b,
- *         int64_t m, int64_t n, int64_t k, float alpha,
- *         parallax_dtype_t ab_dtype, const void* a, int64_t lda, const void* b, int64_t ldb,
- *         float beta, parallax_dtype_t c_dtype, void* c, int64_t ldc, cudaStream_t stream);
- *
  *   FlashAttention forward / backward on (batch, seqlen, heads, head_dim) tensors given by strides in
- *   elements, f16 / bf16, optional causal mask, softmax_scale (<= 0: 1/sqrt(head_dim)), log-sum-exp out:
- *     parallax_status_t parallax_attention_forward(parallax_dtype_t dtype, int64_t batch, int64_t heads,
- *         int64_t seqlen_q, int64_t seqlen_k, int64_t head_dim,
- *         const void* q, const int64_t q_strides[4], const void* k, const int64_t k_strides[4],
- *         const void* v, const int64_t v_strides[4], void* out, const int64_t out_strides[4],
- *         float* lse, int causal, float softmax_scale, cudaStream_t stream);
- *     parallax_status_t parallax_attention_backward(... q, k, v, out, dout, lse -> dq, dk, dv ...);
+ *   elements, f16 / bf16, optional causal mask, softmax_scale, log-sum-exp out.
  * ------------------------------------------------------------------------------------------------------- */
 
 #ifdef __cplusplus

@@ -19,6 +19,7 @@
 
 #include "capi/guard.hpp"
 #include "parallax/core.hpp"
+#include "parallax/gemm.hpp"
 #include "parallax/parallax.h"
 
 namespace {
@@ -59,6 +60,10 @@ static_assert(noexcept(parallax_sgemm_level_description(1, nullptr)));
 static_assert(noexcept(parallax_sgemm_level_parse(nullptr, nullptr)));
 static_assert(noexcept(parallax_sgemm(1, 1, 1, 1, 1.f, nullptr, 1, nullptr, 1, 0.f, nullptr, 1, nullptr)));
 static_assert(noexcept(parallax_sgemm_cublas(1, 1, 1, 1.f, nullptr, 1, nullptr, 1, 0.f, nullptr, 1, nullptr)));
+static_assert(noexcept(parallax_gemm_kernel_count(nullptr)));
+static_assert(noexcept(parallax_gemm_kernel_name(0, nullptr)));
+static_assert(noexcept(parallax_gemm(nullptr, nullptr, nullptr)));
+static_assert(std::is_standard_layout_v<parallax_gemm_args_t>);
 // The enums are int-sized, as ctypes (c_int) and every C compiler in practice assume.
 static_assert(sizeof(parallax_status_t) == sizeof(int));
 static_assert(sizeof(parallax_dtype_t) == sizeof(int));
@@ -280,6 +285,93 @@ TEST(CApi, SgemmRejectsEveryBadArgumentByName) {
                                   nullptr),
                    PARALLAX_ERROR_INVALID_ARGUMENT, "parallax_sgemm", "level");
   }
+}
+
+// ---- tensor-core GEMM
+
+parallax_gemm_args_t valid_gemm_args() {
+  parallax_gemm_args_t g{};
+  g.struct_size = sizeof(parallax_gemm_args_t);
+  g.m = 64;
+  g.n = 48;
+  g.k = 32;
+  g.op_a = PARALLAX_OP_N;
+  g.op_b = PARALLAX_OP_T;
+  g.ab_dtype = PARALLAX_DTYPE_BF16;
+  g.c_dtype = PARALLAX_DTYPE_F32;
+  g.a = fake(1);
+  g.lda = 32;
+  g.b = fake(2);
+  g.ldb = 32;
+  g.c = fake(3);
+  g.ldc = 48;
+  g.alpha = 1.f;
+  g.beta = 0.f;
+  return g;
+}
+
+TEST(CApi, GemmKernelNamesMatchTheCppApi) {
+  int count = 0;
+  ASSERT_EQ(parallax_gemm_kernel_count(&count), PARALLAX_SUCCESS);
+  const auto names = parallax::gemm_kernel_names();
+  ASSERT_EQ(count, static_cast<int>(names.size()));
+  for (int i = 0; i < count; ++i) {
+    const char* name = nullptr;
+    ASSERT_EQ(parallax_gemm_kernel_name(i, &name), PARALLAX_SUCCESS);
+    EXPECT_EQ(std::string(name), std::string(names[static_cast<std::size_t>(i)]));
+  }
+  const char* name = nullptr;
+  expect_failure(parallax_gemm_kernel_name(count, &name), PARALLAX_ERROR_INVALID_ARGUMENT, "parallax_gemm_kernel_name",
+                 "index");
+  expect_failure(parallax_gemm_kernel_name(-1, &name), PARALLAX_ERROR_INVALID_ARGUMENT, "parallax_gemm_kernel_name",
+                 "index");
+  expect_failure(parallax_gemm_kernel_count(nullptr), PARALLAX_ERROR_INVALID_ARGUMENT, "parallax_gemm_kernel_count",
+                 "count");
+}
+
+TEST(CApi, GemmRejectsEveryBadArgumentByName) {
+  struct Bad {
+    const char* argument;
+    void (*mutate)(parallax_gemm_args_t&);
+  };
+  const Bad cases[] = {
+      {"struct_size", [](parallax_gemm_args_t& g) { g.struct_size = 8; }},
+      {"reserved", [](parallax_gemm_args_t& g) { g.reserved = 1; }},
+      {"m", [](parallax_gemm_args_t& g) { g.m = 0; }},
+      {"n", [](parallax_gemm_args_t& g) { g.n = std::int64_t{1} << 40; }},
+      {"k", [](parallax_gemm_args_t& g) { g.k = -5; }},
+      {"op_a", [](parallax_gemm_args_t& g) { g.op_a = 7; }},
+      {"op_b", [](parallax_gemm_args_t& g) { g.op_b = -1; }},
+      {"a_type", [](parallax_gemm_args_t& g) { g.ab_dtype = PARALLAX_DTYPE_F32; }},
+      {"c_type", [](parallax_gemm_args_t& g) { g.c_dtype = 9; }},
+      {"epilogue", [](parallax_gemm_args_t& g) { g.epilogue = 3; }},
+      {"a", [](parallax_gemm_args_t& g) { g.a = nullptr; }},
+      {"b", [](parallax_gemm_args_t& g) { g.b = nullptr; }},
+      {"c", [](parallax_gemm_args_t& g) { g.c = nullptr; }},
+      {"lda", [](parallax_gemm_args_t& g) { g.lda = 31; }},
+      {"ldb", [](parallax_gemm_args_t& g) { g.ldb = 16; }},  // op_b = T: ldb >= k
+      {"ldc", [](parallax_gemm_args_t& g) { g.ldc = 47; }},
+      {"alpha", [](parallax_gemm_args_t& g) { g.alpha = std::numeric_limits<float>::infinity(); }},
+      {"c", [](parallax_gemm_args_t& g) { g.c = const_cast<void*>(g.a); }},
+  };
+  for (const Bad& t : cases) {
+    SCOPED_TRACE(std::string("bad ") + t.argument);
+    parallax_gemm_args_t g = valid_gemm_args();
+    t.mutate(g);
+    for (const char* kernel : {static_cast<const char*>(nullptr), "auto", "mma", "wgmma", "cublas"})
+      expect_failure(parallax_gemm(&g, kernel, nullptr), PARALLAX_ERROR_INVALID_ARGUMENT, "parallax_gemm", t.argument);
+  }
+  parallax_gemm_args_t g = valid_gemm_args();
+  expect_failure(parallax_gemm(nullptr, "auto", nullptr), PARALLAX_ERROR_INVALID_ARGUMENT, "parallax_gemm", "args");
+  expect_failure(parallax_gemm(&g, "sgemm8", nullptr), PARALLAX_ERROR_INVALID_ARGUMENT, "parallax_gemm", "kernel");
+  EXPECT_NE(last_error().find("wgmma-persistent"), std::string::npos) << "lists the valid kernels: " << last_error();
+}
+
+TEST(CApi, GemmWithValidArgumentsAndNoGpuReportsWhy) {
+  if (parallax::has_gpu()) GTEST_SKIP() << "checks the no-GPU path (fake pointers must never reach a real GPU)";
+  parallax_gemm_args_t g = valid_gemm_args();
+  for (const char* kernel : {"auto", "wmma", "cublas"})
+    expect_failure(parallax_gemm(&g, kernel, nullptr), PARALLAX_ERROR_NO_DEVICE, "parallax_gemm", "");
 }
 
 TEST(CApi, SgemmWithValidArgumentsAndNoGpuReportsWhy) {
