@@ -14,11 +14,20 @@ Layouts the FP32 kernels accept (the ladder levels and the cuBLAS reference comp
   When out is None the result is then allocated column-major (a transposed view of an n x m buffer).
 * Mixed (one of op(a), op(b) row-major and the other column-major, e.g. ``gemm(x, w, trans_b=True)`` with
   both contiguous) has no NN form: ValueError. Copy one operand into the other's layout first.
+
+The tensor-core GEMM (float16 / bfloat16 inputs; kernels "auto", "wmma", "mma", "wgmma", "wgmma-ws",
+"wgmma-persistent", "cublas") takes op(A), op(B) in {N, T} natively, so every combination of row- and
+column-major operands runs without a copy: a column-major op(x) is the row-major storage of x^T, i.e. op T.
+Its output is row-major (allocated so when out is None); a column-major `out` is computed as
+C^T = op(b)^T op(a)^T. Output dtype: out's, or the inputs' when out is None (out_dtype= overrides: float32,
+float16 or bfloat16). It also fuses a per-column float32 bias and a GELU (tanh) / SiLU activation:
+D = act(alpha * op(a) op(b) + beta * C + bias).
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import numbers
 import sys
 
@@ -30,6 +39,13 @@ from ._errors import InvalidArgumentError
 AUTO_FLOAT32 = "sgemm8"
 
 _kernel_table: dict | None = None
+
+
+_tc_kernel_list: list | None = None
+
+TC_DTYPES = ("float16", "bfloat16")
+_DTYPE_CODES = {"float32": 0, "float16": 1, "bfloat16": 2}  # parallax_dtype_t
+_EPILOGUES = {None: 0, "none": 0, "gelu": 1, "silu": 2}   # parallax_epilogue_t
 
 
 def _kernels() -> dict:
@@ -44,8 +60,20 @@ def _kernels() -> dict:
     return _kernel_table
 
 
-def gemm_kernels() -> list[str]:
-    """Valid values of gemm(kernel=...): "auto", the ladder levels "sgemm1".."sgemm8", "cublas"."""
+def tc_kernels() -> list[str]:
+    """Valid gemm(kernel=...) values for float16 / bfloat16 inputs, from the library."""
+    global _tc_kernel_list
+    if _tc_kernel_list is None:
+        _tc_kernel_list = [_lib.get_str("parallax_gemm_kernel_name", i)
+                           for i in range(_lib.get_int("parallax_gemm_kernel_count"))]
+    return _tc_kernel_list
+
+
+def gemm_kernels(dtype: str = "float32") -> list[str]:
+    """Valid values of gemm(kernel=...): for float32 "auto", the ladder levels "sgemm1".."sgemm8", "cublas";
+    for float16 / bfloat16 the tensor-core kernels (tc_kernels())."""
+    if dtype in TC_DTYPES:
+        return list(tc_kernels())
     return ["auto", *_kernels()]
 
 
@@ -128,7 +156,8 @@ def _current_stream(device: int, torch, ops: list[Operand]) -> int:
     return 0
 
 
-def gemm(a, b, *, trans_a=False, trans_b=False, alpha=1.0, beta=0.0, out=None, kernel="auto"):
+def gemm(a, b, *, trans_a=False, trans_b=False, alpha=1.0, beta=0.0, out=None, kernel="auto", bias=None,
+         activation=None, out_dtype=None):
     """C = alpha * op(a) @ op(b) + beta * C, with op(x) = x.T when trans_x else x.
 
     a, b: 2-D CUDA arrays (torch tensors or objects exposing __cuda_array_interface__), float32 for the
@@ -136,6 +165,8 @@ def gemm(a, b, *, trans_a=False, trans_b=False, alpha=1.0, beta=0.0, out=None, k
     the layouts that can be combined). out: an m x n float32 CUDA array to write (and, when beta != 0, to
     read as C); when None a new array is allocated (torch if importable, else CuPy) and beta must be 0.
     kernel: "auto", "sgemm1".."sgemm8" (the FP32 ladder) or "cublas" (cublasSgemm, strict FP32).
+    float16 / bfloat16 inputs run the tensor-core GEMM (see the module docstring): kernel one of tc_kernels(),
+    bias (float32, n elements, contiguous), activation None / "gelu" / "silu", out_dtype.
 
     Runs asynchronously on torch's current stream (see _current_stream). Returns out, or the new array.
     Argument errors raise TypeError / ValueError before anything runs; a library failure raises
@@ -147,6 +178,13 @@ def gemm(a, b, *, trans_a=False, trans_b=False, alpha=1.0, beta=0.0, out=None, k
     require_2d(b_op)
     if a_op.dtype != b_op.dtype:
         raise TypeError(f"b: must have the dtype of a ({a_op.dtype}) (got {b_op.dtype})")
+    if a_op.dtype in TC_DTYPES:
+        return _gemm_tc(a_op, b_op, trans_a=trans_a, trans_b=trans_b, alpha=alpha, beta=beta, out=out,
+                        kernel=kernel, bias=bias, activation=activation, out_dtype=out_dtype)
+    for arg_name, value in (("bias", bias), ("activation", activation), ("out_dtype", out_dtype)):
+        if value is not None:
+            raise TypeError(f"{arg_name}: applies to the tensor-core GEMM (float16 / bfloat16 inputs) only "
+                            f"(got {a_op.dtype} inputs)")
     name, kind, level = _resolve_kernel(kernel, a_op.dtype)
     for op in (a_op, b_op):
         if op.dtype != "float32":
@@ -257,4 +295,139 @@ def gemm(a, b, *, trans_a=False, trans_b=False, alpha=1.0, beta=0.0, out=None, k
             _lib.call("parallax_sgemm", level, *args)
         else:
             _lib.call("parallax_sgemm_cublas", *args)
+    return out
+
+
+def _operand_layout(op: Operand, trans: bool, name: str) -> tuple[int, int, int, int]:
+    """(rows, cols, ld, op code) of op(x) for the tensor-core GEMM: a row-major op(x) is stored as is
+    (op N); a column-major op(x) is the row-major storage of its transpose (op T)."""
+    (rows, cols), (rs, cs) = op.shape, op.strides
+    if trans:
+        rows, cols, rs, cs = cols, rows, cs, rs
+    row = row_major_ld(rows, cols, rs, cs)
+    if row is not None:
+        return rows, cols, row, 0
+    col = col_major_ld(rows, cols, rs, cs)
+    if col is not None:
+        return rows, cols, col, 1
+    raise ValueError(f"{name}: must have unit stride along one dimension and a leading dimension >= the other "
+                     f"dimension's length (got {describe_strides(op)}); copy it with .contiguous()")
+
+
+def _gemm_tc(a_op: Operand, b_op: Operand, *, trans_a, trans_b, alpha, beta, out, kernel, bias, activation,
+             out_dtype):
+    valid = tc_kernels()
+    if not isinstance(kernel, str):
+        raise TypeError(f"kernel: must be a str, one of {valid} (got {type(kernel).__name__})")
+    if kernel not in valid:
+        raise ValueError(f"kernel: unknown tensor-core kernel {kernel!r} for {a_op.dtype} inputs; valid: "
+                         f"{', '.join(valid)}")
+    for flag_name, flag in (("trans_a", trans_a), ("trans_b", trans_b)):
+        if flag not in (True, False):
+            raise TypeError(f"{flag_name}: must be a bool (got {flag!r})")
+    for scalar_name, scalar in (("alpha", alpha), ("beta", beta)):
+        if not isinstance(scalar, numbers.Real):
+            raise TypeError(f"{scalar_name}: must be a real number (got {type(scalar).__name__})")
+    alpha, beta = float(alpha), float(beta)
+    if activation not in _EPILOGUES:
+        raise ValueError(f"activation: must be None, 'gelu' or 'silu' (got {activation!r})")
+
+    m, ka, lda, op_a = _operand_layout(a_op, bool(trans_a), "a")
+    kb, n, ldb, op_b = _operand_layout(b_op, bool(trans_b), "b")
+    if ka != kb:
+        raise ValueError(f"b: op(a) is {m}x{ka}, so op(b) must have {ka} rows (got op(b) {kb}x{n}; "
+                         f"trans_a={bool(trans_a)}, trans_b={bool(trans_b)})")
+    k = ka
+    for what, size in (("m (rows of op(a))", m), ("n (columns of op(b))", n), ("k (columns of op(a))", k)):
+        if size == 0:
+            raise ValueError(f"a: {what} is 0; every dimension must be >= 1")
+
+    out_op = None
+    c_transposed = False
+    if out is not None:
+        out_op = as_operand(out, "out")
+        require_2d(out_op)
+        if out_op.dtype not in _DTYPE_CODES:
+            raise TypeError(f"out: must be float32, float16 or bfloat16 (got {out_op.dtype})")
+        if out_dtype is not None and out_dtype != out_op.dtype:
+            raise TypeError(f"out_dtype: is {out_dtype!r} but out is {out_op.dtype}; give one of them")
+        if out_op.shape != (m, n):
+            raise ValueError(f"out: must have shape ({m}, {n}) = (rows of op(a), columns of op(b)) "
+                             f"(got {out_op.shape})")
+        if out_op.readonly:
+            raise ValueError("out: is read-only (its __cuda_array_interface__ says so)")
+        ldc = row_major_ld(m, n, *out_op.strides)
+        if ldc is None:
+            ldc = col_major_ld(m, n, *out_op.strides)
+            c_transposed = ldc is not None
+        if ldc is None:
+            raise ValueError(f"out: must be row-major (strides (ld, 1)) or column-major (strides (1, ld)) "
+                             f"(got {describe_strides(out_op)})")
+        for op in (a_op, b_op):
+            if overlaps(out_op, op):
+                raise ValueError(f"out: overlaps {op.name}; the result is written in place, so out must not share "
+                                 "memory with a or b")
+        c_dtype = out_op.dtype
+    else:
+        if beta != 0.0:
+            raise ValueError(f"beta: must be 0 when out is None, there is no C to accumulate into (got beta={beta}); "
+                             "pass out=C to compute alpha * op(a) @ op(b) + beta * C")
+        c_dtype = a_op.dtype if out_dtype is None else out_dtype
+        if c_dtype not in _DTYPE_CODES:
+            raise ValueError(f"out_dtype: must be 'float32', 'float16' or 'bfloat16' (got {out_dtype!r})")
+        ldc = n
+
+    bias_op = None
+    if bias is not None:
+        bias_op = as_operand(bias, "bias")
+        if bias_op.dtype != "float32":
+            raise TypeError(f"bias: must be float32 (got {bias_op.dtype})")
+        if bias_op.shape != (n,) or bias_op.strides[0] != 1:
+            raise ValueError(f"bias: must be a contiguous 1-D array of n = {n} elements (got shape {bias_op.shape}, "
+                             f"strides {bias_op.strides})")
+        if c_transposed:
+            raise ValueError("bias: needs a row-major out (the kernels add bias per column of a row-major C)")
+        if out_op is not None and overlaps(out_op, bias_op):
+            raise ValueError("out: overlaps bias")
+
+    torch = _import_torch()
+    if out_op is None and torch is None and sys.modules.get("cupy") is None:
+        raise TypeError("out: is required when neither torch nor cupy is installed (parallax allocates results "
+                        "with one of them)")
+    device = _resolve_devices([a_op, b_op] + [x for x in (out_op, bias_op) if x is not None])
+
+    with _on_device(device, torch):
+        stream = _current_stream(device, torch, [a_op, b_op])
+        if out_op is None:
+            if torch is not None:
+                out = torch.empty((m, n), dtype=getattr(torch, c_dtype), device=f"cuda:{device}")
+                out_ptr = int(out.data_ptr())
+            else:
+                cupy = sys.modules["cupy"]
+                if c_dtype == "bfloat16":
+                    raise TypeError("out: CuPy cannot allocate bfloat16; pass out= or use torch")
+                with cupy.cuda.Device(device):
+                    out = cupy.empty((m, n), dtype=c_dtype)
+                out_ptr = int(out.data.ptr)
+        else:
+            out_ptr = out_op.ptr
+
+        args = _lib.GemmArgsStruct()
+        args.struct_size = ctypes.sizeof(_lib.GemmArgsStruct)
+        if not c_transposed:
+            args.m, args.n, args.k = m, n, k
+            args.op_a, args.op_b = op_a, op_b
+            args.a, args.lda, args.b, args.ldb = a_op.ptr, lda, b_op.ptr, ldb
+        else:
+            # C^T (n x m, row-major with ld) = op(b)^T op(a)^T; transposing an operand flips its op code.
+            args.m, args.n, args.k = n, m, k
+            args.op_a, args.op_b = 1 - op_b, 1 - op_a
+            args.a, args.lda, args.b, args.ldb = b_op.ptr, ldb, a_op.ptr, lda
+        args.ab_dtype = _DTYPE_CODES[a_op.dtype]
+        args.c_dtype = _DTYPE_CODES[c_dtype]
+        args.c, args.ldc = out_ptr, ldc
+        args.alpha, args.beta = alpha, beta
+        args.bias = bias_op.ptr if bias_op is not None else None
+        args.epilogue = _EPILOGUES[activation]
+        _lib.call("parallax_gemm", ctypes.byref(args), kernel.encode(), stream)
     return out

@@ -108,6 +108,32 @@ class DeviceInfoStruct(ctypes.Structure):
     ]
 
 
+class GemmArgsStruct(ctypes.Structure):
+    """Mirror of parallax_gemm_args_t (struct_size checked by the library, like DeviceInfoStruct)."""
+
+    _fields_ = [
+        ("struct_size", c_uint64),
+        ("m", c_int64),
+        ("n", c_int64),
+        ("k", c_int64),
+        ("op_a", c_int32),
+        ("op_b", c_int32),
+        ("ab_dtype", c_int32),
+        ("c_dtype", c_int32),
+        ("a", c_void_p),
+        ("lda", c_int64),
+        ("b", c_void_p),
+        ("ldb", c_int64),
+        ("c", c_void_p),
+        ("ldc", c_int64),
+        ("alpha", c_float),
+        ("beta", c_float),
+        ("bias", c_void_p),
+        ("epilogue", c_int32),
+        ("reserved", c_int32),
+    ]
+
+
 def _declare(lib: ctypes.CDLL) -> None:
     """Argument and result types of every entry point. Without them ctypes would pass Python ints as C int
     (truncating 64-bit pointers) and floats not at all."""
@@ -132,6 +158,9 @@ def _declare(lib: ctypes.CDLL) -> None:
                                     c_void_p, i64, c_void_p]),
         "parallax_sgemm_cublas": (status, [i64, i64, i64, c_float, c_void_p, i64, c_void_p, i64, c_float,
                                            c_void_p, i64, c_void_p]),
+        "parallax_gemm_kernel_count": (status, [POINTER(c_int)]),
+        "parallax_gemm_kernel_name": (status, [c_int, POINTER(c_char_p)]),
+        "parallax_gemm": (status, [POINTER(GemmArgsStruct), c_char_p, c_void_p]),
     }
     for name, (restype, argtypes) in signatures.items():
         fn = getattr(lib, name)

@@ -77,7 +77,7 @@ def test_rank(fake):
         parallax.gemm(fake((5, 7)), fake((7, 3), slot=1), out=fake((15,), slot=2))
 
 
-@pytest.mark.parametrize("typestr, name", [("<f2", "float16"), ("<f8", "float64"), ("<i4", "int32")])
+@pytest.mark.parametrize("typestr, name", [("<f8", "float64"), ("<i4", "int32")])
 def test_dtype(fake, typestr, name):
     with pytest.raises(TypeError, match=rf"^a: must be float32 for kernel 'sgemm3' \(got {name}\)"):
         parallax.gemm(fake((5, 7), typestr=typestr), fake((7, 3), typestr=typestr, slot=1), kernel="sgemm3")
@@ -88,9 +88,69 @@ def test_dtype(fake, typestr, name):
                       kernel="cublas")
 
 
-def test_auto_kernel_is_float32_only_until_the_tensor_core_gemm_exists(fake):
-    with pytest.raises(TypeError, match=r"^a: kernel 'auto' supports float32 only .*got float16"):
-        parallax.gemm(fake((5, 7), typestr="<f2"), fake((7, 3), typestr="<f2", slot=1))
+# ---- float16 inputs: the tensor-core GEMM (bfloat16 has no __cuda_array_interface__ typestr; torch tests cover it)
+
+def h(shape, **kw):
+    return dict(shape=shape, typestr="<f2", **kw)
+
+
+def test_tensor_core_kernels_come_from_the_library():
+    names = parallax.tc_kernels()
+    assert names[0] == "auto" and "mma" in names and "wgmma-persistent" in names and names[-1] == "cublas"
+    assert parallax.gemm_kernels("bfloat16") == names
+    assert "sgemm1" in parallax.gemm_kernels()
+
+
+def test_float16_any_layout_combination_passes_every_cpu_check(fake):
+    # Row- and column-major operands mix freely (op N / op T); out row- or column-major.
+    a_row, a_col = fake((5, 7), typestr="<f2"), fake((5, 7), strides=(1, 5), typestr="<f2")
+    b_row, b_col = fake((7, 3), typestr="<f2", slot=1), fake((7, 3), strides=(1, 7), typestr="<f2", slot=1)
+    for a in (a_row, a_col):
+        for b in (b_row, b_col):
+            for out in (fake((5, 3), typestr="<f4", slot=2), fake((5, 3), strides=(1, 5), typestr="<f2", slot=2)):
+                for kernel in parallax.tc_kernels():
+                    reaches_the_device_check(lambda: parallax.gemm(a, b, out=out, kernel=kernel, beta=1.0))
+
+
+def test_float16_kernel_names_and_options(fake):
+    a, b = fake((5, 7), typestr="<f2"), fake((7, 3), typestr="<f2", slot=1)
+    with pytest.raises(ValueError, match=r"^kernel: unknown tensor-core kernel 'sgemm3' for float16 inputs; "
+                                         r"valid: auto, wmma, mma"):
+        parallax.gemm(a, b, kernel="sgemm3")
+    with pytest.raises(ValueError, match=r"^activation: must be None, 'gelu' or 'silu'"):
+        parallax.gemm(a, b, activation="relu")
+    with pytest.raises(ValueError, match=r"^out_dtype: must be 'float32', 'float16' or 'bfloat16'"):
+        parallax.gemm(a, b, out_dtype="float64")
+    with pytest.raises(TypeError, match=r"^out_dtype: is 'float16' but out is float32"):
+        parallax.gemm(a, b, out=fake((5, 3), slot=2), out_dtype="float16")
+    with pytest.raises(TypeError, match=r"^out: must be float32, float16 or bfloat16 \(got float64\)"):
+        parallax.gemm(a, b, out=fake((5, 3), typestr="<f8", slot=2))
+    with pytest.raises(ValueError, match=r"^beta: must be 0 when out is None"):
+        parallax.gemm(a, b, beta=1.0)
+    with pytest.raises(ValueError, match=r"^b: op\(a\) is 5x7, so op\(b\) must have 7 rows"):
+        parallax.gemm(a, fake((6, 3), typestr="<f2", slot=1))
+    with pytest.raises(TypeError, match=r"^bias: applies to the tensor-core GEMM"):
+        parallax.gemm(fake((5, 7)), fake((7, 3), slot=1), bias=fake((3,), slot=2))
+
+
+def test_float16_bias_rules(fake):
+    a, b = fake((5, 7), typestr="<f2"), fake((7, 3), typestr="<f2", slot=1)
+    out = fake((5, 3), typestr="<f2", slot=2)
+    reaches_the_device_check(lambda: parallax.gemm(a, b, out=out, bias=fake((3,), slot=3), activation="gelu"))
+    with pytest.raises(TypeError, match=r"^bias: must be float32 \(got float16\)"):
+        parallax.gemm(a, b, out=out, bias=fake((3,), typestr="<f2", slot=3))
+    with pytest.raises(ValueError, match=r"^bias: must be a contiguous 1-D array of n = 3 elements"):
+        parallax.gemm(a, b, out=out, bias=fake((4,), slot=3))
+    with pytest.raises(ValueError, match=r"^bias: needs a row-major out"):
+        parallax.gemm(a, b, out=fake((5, 3), strides=(1, 5), typestr="<f2", slot=2), bias=fake((3,), slot=3))
+
+
+def test_float16_strides_without_a_row_or_column_major_reading_are_rejected(fake):
+    with pytest.raises(ValueError, match=r"^a: must have unit stride along one dimension"):
+        parallax.gemm(fake((5, 7), strides=(14, 2), typestr="<f2"), fake((7, 3), typestr="<f2", slot=1))
+    with pytest.raises(ValueError, match=r"^out: overlaps a"):
+        parallax.gemm(fake((5, 7), typestr="<f2"), fake((7, 3), typestr="<f2", slot=1),
+                      out=fake((5, 3), typestr="<f2"))
 
 
 def test_kernel_name(fake):

@@ -188,8 +188,8 @@ def test_wrong_dtype_tensor_is_a_type_error():
     with pytest.raises(TypeError, match=r"^a: must be float32 for kernel 'cublas' \(got float64\)"):
         parallax.gemm(a, a.t(), kernel="cublas")
     h = torch.ones(4, 3, device="cuda", dtype=torch.bfloat16)
-    with pytest.raises(TypeError, match=r"^a: kernel 'auto' supports float32 only .*bfloat16"):
-        parallax.gemm(h, h.t())
+    with pytest.raises(TypeError, match=r"^b: must have the dtype of a \(bfloat16\) \(got float32\)"):
+        parallax.gemm(h, h.t().float())
 
 
 def test_mixed_layout_tensors_are_rejected_with_the_rule():
@@ -239,3 +239,59 @@ def test_library_failures_become_parallax_errors_on_a_gpu():
         parallax._lib.call("parallax_sgemm", 1, 4, 4, 4, 1.0, a.data_ptr(), 4, b.data_ptr(), 4, 0.0,
                            c.data_ptr(), 2, None)
     assert math.isfinite(float(c.sum()))
+
+
+# ---- tensor-core GEMM (float16 / bfloat16) against float64 torch ----------------------------------------
+
+TC_SHAPES = [(1, 1, 1), (8, 17, 129), (127, 129, 1000), (1000, 127, 17), (256, 384, 512)]
+TC_KERNELS = [k for k in parallax.tc_kernels() if k != "auto"] + ["auto"]
+
+
+def _tc_supported(kernel: str) -> bool:
+    return not kernel.startswith("wgmma") or torch.cuda.get_device_capability()[0] == 9
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+@pytest.mark.parametrize("trans", ["NN", "NT", "TN", "TT"])
+@pytest.mark.parametrize("m,n,k", TC_SHAPES, ids=[f"{m}x{n}x{k}" for m, n, k in TC_SHAPES])
+@pytest.mark.parametrize("kernel", TC_KERNELS)
+def test_tc_gemm_matches_torch_fp64(kernel, m, n, k, trans, dtype):
+    if not _tc_supported(kernel):
+        pytest.skip(f"{kernel} needs an sm_90 GPU")
+    gen = torch.Generator(device="cuda").manual_seed(SEED ^ zlib.crc32(f"tc {kernel} {m} {n} {k} {trans} {dtype}".encode()))
+    tdt = getattr(torch, dtype)
+    # Stored operands: A is m x k (N) or k x m (T, passed as a transposed view), same for B.
+    a = uniform(m, k, gen=gen).to(tdt) if trans[0] == "N" else uniform(k, m, gen=gen).to(tdt).t()
+    b = uniform(k, n, gen=gen).to(tdt) if trans[1] == "N" else uniform(n, k, gen=gen).to(tdt).t()
+    bias = uniform(n, gen=gen)
+    c = torch.full((m, n + 8), float("nan"), device="cuda", dtype=torch.float32)
+    out = c[:, :n]  # fp32 output with padding, NaN-poisoned, beta = 0 never reads it
+    result = parallax.gemm(a, b, out=out, kernel=kernel, alpha=0.5, bias=bias, activation="silu")
+    torch.cuda.synchronize()
+    assert result is out
+    pre = 0.5 * (a.double() @ b.double()) + bias.double()
+    ref = pre * torch.sigmoid(pre)
+    scale = 0.5 * (a.double().abs() @ b.double().abs()) + bias.double().abs()
+    err = (out.double() - ref).abs()
+    bound = 4 * (1 + math.sqrt(k)) * 2.0 ** -22 * scale * 1.2 + 2.0 ** -22 * ref.abs() + 1e-30
+    bad = ~(err <= bound)
+    assert not bool(bad.any()), (f"{kernel} {trans} {dtype} {m}x{n}x{k}: {int(bad.sum())} elements off; first "
+                                 f"{tuple(bad.nonzero()[0].tolist())} (PARALLAX_TEST_SEED={SEED})")
+    assert bool(c[:, n:].isnan().all()), "padding written"
+    # 16-bit output allocated by the binding, row-major, rounding to the dtype once.
+    r16 = parallax.gemm(a, b, kernel=kernel)
+    torch.cuda.synchronize()
+    assert r16.dtype == tdt and r16.shape == (m, n) and r16.is_contiguous()
+    ref16 = a.double() @ b.double()
+    tol = (2.0 ** -7 if dtype == "bfloat16" else 2.0 ** -10) * ref16.abs() + 4 * (1 + math.sqrt(k)) * 2.0 ** -22 * (
+        a.double().abs() @ b.double().abs()) + 2.0 ** -24
+    assert bool(((r16.double() - ref16).abs() <= tol).all()), f"{kernel} {trans} {dtype} 16-bit output"
+
+
+def test_tc_gemm_column_major_out_uses_the_transpose_identity():
+    a = torch.randn(65, 33, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(33, 47, device="cuda", dtype=torch.bfloat16)
+    out = torch.empty(47, 65, device="cuda", dtype=torch.float32).t()  # column-major 65 x 47
+    parallax.gemm(a, b, out=out, kernel="cublas")
+    torch.cuda.synchronize()
+    assert torch.allclose(out.double(), a.double() @ b.double(), rtol=1e-5, atol=1e-4)
