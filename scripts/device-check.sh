@@ -8,7 +8,8 @@
 # What comes back (at most 8 files, all at the top of OUT_DIR, because that is what a lent machine returns):
 #   summary.txt   the step table and the key numbers (also printed last on stdout)
 #   logs.tar.gz   every step's full log (logs/<step>.log), nvidia-smi, the ctest JUnit file
-#   info.json, ladder.json, tune.json   the results documents (schema parallax.results/1; tune: the tuner's)
+#   info.json, ladder.json, tune.json, tc.json   the results documents (schema parallax.results/1; tune: the
+#                 tuner's; tc: the tensor-core GEMM study `parallax gemm --ladder --dtype bf16`)
 # summary.txt and logs.tar.gz are rewritten after every step, so a run cut off from outside still leaves
 # what it had done.
 #
@@ -16,8 +17,9 @@
 # did not pass (steps listed in TOLERATE excepted: they are recorded, not counted).
 #
 # Environment:
-#   STEPS="build test memcheck racecheck python tune info ladder"   which steps, in this order; aliases:
-#         all, sanitize (memcheck racecheck), bench (tune info ladder), quick (build test info)
+#   STEPS="build test memcheck racecheck python tune info ladder tc"   which steps, in this order; aliases:
+#         all, sanitize (memcheck racecheck), bench (tune info ladder tc), quick (build test info)
+#   TC_DTYPE=bf16  TC_ARGS="" (more `parallax gemm --ladder --dtype` options, e.g. "--levels mma,wgmma")
 #   PARALLAX_CUDA_ARCHS=90a   architectures to build (90a only by default here: half the compile time)
 #   BUILD_DIR=build-device    JOBS=<nproc>    CTEST_JOBS=8
 #   LADDER_SIZES=1000,1024,2048,4096,8192   LADDER_ARGS="" (more `parallax gemm` options)
@@ -25,7 +27,7 @@
 #   GIT_SHA=<sha>             the revision for the summary when the tree has no .git (a copied checkout)
 #   BUDGET_S=<seconds>        total wall-clock budget: each step's timeout is cut to what is left (keep it
 #                             under the caller's own limit, e.g. BUDGET_S=570 under a 600 s limit)
-#   T_BUILD T_TEST T_MEMCHECK T_RACECHECK T_PYTHON T_TUNE T_INFO T_LADDER   per-step timeouts in seconds
+#   T_BUILD T_TEST T_MEMCHECK T_RACECHECK T_PYTHON T_TUNE T_INFO T_LADDER T_TC   per-step timeouts in seconds
 set -uo pipefail  # no -e: a failing step is recorded, and the next one still runs
 
 # A rule on the lent machines: NVLink multicast stays off (it can take a shared host's GPUs down).
@@ -88,6 +90,10 @@ if [ "${1:-}" = "__step" ]; then
       # shellcheck disable=SC2086  # LADDER_ARGS is a list of words on purpose
       "$PARALLAX" gemm --ladder --sizes "$LADDER_SIZES" --json-out "$out/ladder.json" $LADDER_ARGS
       ;;
+    tc)
+      # shellcheck disable=SC2086  # TC_ARGS is a list of words on purpose
+      "$PARALLAX" gemm --ladder --dtype "${TC_DTYPE:-bf16}" --json-out "$out/tc.json" ${TC_ARGS:-}
+      ;;
     *)
       echo "device-check: unknown step '$step'" >&2
       exit 2
@@ -114,12 +120,12 @@ TOLERATE=${TOLERATE:-tune}
 expanded=()
 for s in $STEPS; do
   case $s in
-    all) expanded+=(build test memcheck racecheck python tune info ladder) ;;
+    all) expanded+=(build test memcheck racecheck python tune info ladder tc) ;;
     sanitize) expanded+=(memcheck racecheck) ;;
-    bench) expanded+=(tune info ladder) ;;
+    bench) expanded+=(tune info ladder tc) ;;
     quick) expanded+=(build test info) ;;
-    build | test | memcheck | racecheck | python | tune | info | ladder) expanded+=("$s") ;;
-    *) echo "device-check: unknown step '$s' (steps: build test memcheck racecheck python tune info ladder;" \
+    build | test | memcheck | racecheck | python | tune | info | ladder | tc) expanded+=("$s") ;;
+    *) echo "device-check: unknown step '$s' (steps: build test memcheck racecheck python tune info ladder tc;" \
          "aliases: all sanitize bench quick)" >&2; exit 2 ;;
   esac
 done
@@ -134,6 +140,7 @@ default_timeout() {
     tune) echo "${T_TUNE:-600}" ;;
     info) echo "${T_INFO:-300}" ;;
     ladder) echo "${T_LADDER:-900}" ;;
+    tc) echo "${T_TC:-900}" ;;
   esac
 }
 
@@ -179,6 +186,33 @@ if c:
           f"BF16 {c['cublas_bf16_gflops']/1e3:.0f} TFLOP/s (at {c['gemm_size']}^3)")
 else:
     print("  roofs: n/a (no info.json with ceilings)")
+def tc_summary():
+    tc = load("tc.json")
+    if not tc:
+        print("  tc: n/a (no tc.json)")
+        return
+    recs = tc.get("records", [])
+    shapes = []
+    for r in recs:
+        sh = r.get("shape", {})
+        key = (sh.get("m"), sh.get("n"), sh.get("k"), sh.get("op_a", "N") + sh.get("op_b", "N"))
+        if key not in shapes:
+            shapes.append(key)
+    for key in shapes:
+        rows = [r for r in recs if (r["shape"].get("m"), r["shape"].get("n"), r["shape"].get("k"),
+                                    r["shape"].get("op_a", "N") + r["shape"].get("op_b", "N")) == key]
+        ok = [r for r in rows if r.get("status") == "ok" and "peer" in r]
+        peer = next((r for r in rows if r.get("extra", {}).get("role") == "peer"), None)
+        label = f"{key[0]}x{key[1]}x{key[2]} {key[3]}"
+        per = "  ".join(f"{r['name']} {100 * r['peer']['throughput_ratio']:.0f}%" for r in ok)
+        ptf = f"{peer['gflops'] / 1e3:.0f}" if peer and peer.get("status") != "failed" else "n/a"
+        print(f"  tc {label:<22} cuBLAS {ptf} TFLOP/s | {per}")
+    bad = [r for r in recs if r.get("status") != "ok"]
+    if bad:
+        print(f"  tc rows not ok: {len(bad)} of {len(recs)}; first: {bad[0]['name']} "
+              f"{bad[0].get('shape')}: {bad[0].get('failure', '')[:160]}")
+
+tc_summary()
 ladder = load("ladder.json")
 if not ladder:
     print("  ladder: n/a (no ladder.json)")
@@ -265,7 +299,7 @@ for step in "${expanded[@]}"; do
   esac
   if [ "$rc" -ne 0 ] && [[ " $TOLERATE " == *" $step "* ]]; then status="$status tolerated"; fi
   # A JSON document left empty by a failed command would only mislead; drop it.
-  for f in tune.json info.json ladder.json; do
+  for f in tune.json info.json ladder.json tc.json; do
     [ -f "$OUT_DIR/$f" ] && [ ! -s "$OUT_DIR/$f" ] && rm -f "$OUT_DIR/$f"
   done
   names+=("$step") statuses+=("$status") seconds+=("$secs")
