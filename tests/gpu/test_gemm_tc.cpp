@@ -53,6 +53,18 @@ bool quick_mode() {
   return env != nullptr && *env != '\0' && std::string(env) != "0";
 }
 
+// What tma_compatible() in gemm_dispatch.cpp checks (16-byte aligned base, 16-byte multiple row stride).
+bool tma_describable(const void* p, std::int64_t ld) {
+  return reinterpret_cast<std::uintptr_t>(p) % 16 == 0 && (ld * 2) % 16 == 0;
+}
+
+bool device_is_sm90() {
+  int device = 0, major = 0;
+  PX_CUDA_CHECK(cudaGetDevice(&device));
+  PX_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  return major == 9;
+}
+
 std::uint64_t process_seed() {
   static const std::uint64_t seed = [] {
     if (const char* env = std::getenv("PARALLAX_TEST_SEED"))
@@ -216,12 +228,16 @@ struct Case {
   bool bias = false;
   Epilogue epilogue = Epilogue::kNone;
   int pad = 0;  // added to every leading dimension
+  // Round every leading dimension (after pad) up to a multiple of 8 elements: the operands TMA can describe,
+  // so the sm_90a levels run their own kernel rather than the level-10 fallback.
+  bool ld_align8 = false;
+  std::int64_t ld_for(int cols) const { return ld_align8 ? (cols + pad + 7) / 8 * 8 : cols + pad; }
   std::string label() const {
     return "m=" + std::to_string(m) + " n=" + std::to_string(n) + " k=" + std::to_string(k) + " op=" +
            std::string(parallax::op_name(op_a)) + std::string(parallax::op_name(op_b)) + " in=" +
            std::string(parallax::dtype_name(in)) + " out=" + std::string(parallax::dtype_name(out)) +
            " alpha=" + std::to_string(alpha) + " beta=" + std::to_string(beta) + " bias=" + (bias ? "yes" : "no") +
-           " act=" + std::string(parallax::epilogue_name(epilogue)) + " pad=" + std::to_string(pad);
+           " act=" + std::string(parallax::epilogue_name(epilogue)) + " pad=" + std::to_string(pad) + (ld_align8 ? " ld%8=0" : "");
   }
 };
 
@@ -237,8 +253,8 @@ Inputs make_inputs(const Case& c) {
   const std::uint64_t shape = (static_cast<std::uint64_t>(c.m) << 42) ^ (static_cast<std::uint64_t>(c.n) << 21) ^ c.k;
   const std::uint64_t variant = static_cast<std::uint64_t>(c.op_a) * 4 + static_cast<std::uint64_t>(c.op_b) * 2 +
                                 static_cast<std::uint64_t>(c.in) * 16;
-  DevMatrix a = make_matrix(c.in, a_rows, a_cols, a_cols + c.pad, seed_for(shape, variant, 'A'), true);
-  DevMatrix b = make_matrix(c.in, b_rows, b_cols, b_cols + c.pad, seed_for(shape, variant, 'B'), true);
+  DevMatrix a = make_matrix(c.in, a_rows, a_cols, c.ld_for(a_cols), seed_for(shape, variant, 'A'), true);
+  DevMatrix b = make_matrix(c.in, b_rows, b_cols, c.ld_for(b_cols), seed_for(shape, variant, 'B'), true);
   Product ref = reference_product(c.m, c.n, c.k, c.op_a, a, c.op_b, b);
   return {std::move(a), std::move(b), std::move(ref)};
 }
@@ -249,6 +265,10 @@ void run_and_check(const std::string& kernel, const Case& c, const Inputs& in) {
   const std::uint64_t cs = seed_for((static_cast<std::uint64_t>(c.m) << 42) ^ (static_cast<std::uint64_t>(c.n) << 21) ^ c.k,
                                     static_cast<std::uint64_t>(c.out), 'C');
   DevMatrix out = make_matrix(c.out, c.m, c.n, c.n + c.pad, cs, /*fill=*/c.beta != 0.f);
+  if (kernel.rfind("wgmma", 0) == 0 && c.ld_align8) {
+    ASSERT_TRUE(tma_describable(in.a.data(), in.a.ld) && tma_describable(in.b.data(), in.b.ld))
+        << "test bug: this case would run the level-10 fallback instead of the TMA kernel";
+  }
   DeviceBuffer<float> bias(static_cast<std::size_t>(c.n));
   if (c.bias) parallax::fill_uniform(bias.data(), bias.size(), seed_for(c.n, 'b'), -1.f, 1.f);
   const std::vector<float> bias_host = c.bias ? bias.download() : std::vector<float>{};
@@ -323,6 +343,8 @@ void run_and_check(const std::string& kernel, const Case& c, const Inputs& in) {
 }
 
 const std::vector<std::string> kKernels{"wmma", "cublas"};
+// The sm_90a levels, run on TMA-describable operands (Case::ld_align8) by the *Wgmma* tests below.
+const std::vector<std::string> kTmaKernels{"wgmma", "wgmma-ws", "wgmma-persistent"};
 constexpr Op kOps[2] = {Op::kN, Op::kT};
 constexpr DType kInputs[2] = {DType::kBF16, DType::kF16};
 constexpr DType kOutputs[3] = {DType::kF32, DType::kBF16, DType::kF16};
@@ -446,6 +468,150 @@ TEST_F(GemmTc, LargeAgainstCublas) {
         // leaves a 16x margin.
         const double rel = std::sqrt(diff2 / std::max(ref2, 1e-300));
         EXPECT_LE(rel, std::ldexp(1.0, -20) * std::sqrt(static_cast<double>(c.k))) << "wmma vs cublas";
+      }
+}
+
+// ---- sm_90a levels 11-13 (wgmma + TMA) ----
+// The same matrix as above on operands TMA can describe (leading dimensions rounded up to multiples of 8,
+// 16-byte aligned bases), so the TMA kernels themselves run; the unaligned cases go to the level-10 fallback,
+// which the tests above cover through "auto" / "mma". Extra shapes: n = 8 (a sliver of one 64-wide TMA box),
+// tiles straddling the 128 / 256 tile edges, k = 1 and k spanning many more k-tiles than pipeline stages.
+const std::vector<Shape> kWgmmaShapes{
+    {1, 1, 1, 0},      {8, 17, 129, 3},    {17, 8, 1000, 0},  {127, 129, 17, 5},   {129, 127, 8, 8},
+    {1000, 17, 127, 1}, {17, 1000, 129, 0}, {129, 1000, 1, 7}, {1, 129, 1000, 2},  {127, 1000, 127, 0},
+    {1, 8, 64, 0},     {200, 300, 65, 0},  {257, 513, 640, 0}, {128, 256, 64, 0}, {300, 8, 1, 9},
+};
+
+class GemmTcWgmma : public parallax::testing::GpuTest {
+ protected:
+  void SetUp() override {
+    parallax::testing::GpuTest::SetUp();
+    if (IsSkipped()) return;
+    if (!device_is_sm90()) GTEST_SKIP() << "the wgmma levels need an sm_90 GPU";
+  }
+};
+
+TEST_F(GemmTcWgmma, AllTransposesShapesBetasAndOutputTypes) {
+  for (DType in_type : kInputs)
+    for (const Shape& s : kWgmmaShapes)
+      for (Op op_a : kOps)
+        for (Op op_b : kOps) {
+          Case base{s.m, s.n, s.k, op_a, op_b, in_type};
+          base.pad = s.pad;
+          base.ld_align8 = true;
+          const Inputs in = make_inputs(base);
+          for (DType out : kOutputs)
+            for (float beta : {0.f, 1.5f}) {
+              Case c = base;
+              c.out = out;
+              c.beta = beta;
+              c.alpha = (s.m + s.n) % 2 == 0 ? 1.f : -0.75f;
+              for (const auto& kernel : kTmaKernels) run_and_check(kernel, c, in);
+            }
+        }
+}
+
+TEST_F(GemmTcWgmma, BiasAndActivations) {
+  const std::vector<Shape> shapes{{129, 127, 129, 3}, {17, 1000, 8, 0}, {1000, 129, 127, 1}, {200, 300, 65, 0}};
+  for (DType in_type : kInputs)
+    for (const Shape& s : shapes)
+      for (Op op_a : kOps)
+        for (Op op_b : kOps) {
+          Case base{s.m, s.n, s.k, op_a, op_b, in_type};
+          base.pad = s.pad;
+          base.ld_align8 = true;
+          const Inputs in = make_inputs(base);
+          struct Variant {
+            bool bias;
+            Epilogue act;
+          };
+          for (Variant v : {Variant{true, Epilogue::kNone}, Variant{true, Epilogue::kGelu},
+                            Variant{true, Epilogue::kSilu}, Variant{false, Epilogue::kGelu}})
+            for (DType out : kOutputs)
+              for (float beta : {0.f, 1.5f}) {
+                Case c = base;
+                c.out = out;
+                c.beta = beta;
+                c.bias = v.bias;
+                c.epilogue = v.act;
+                for (const auto& kernel : kTmaKernels) run_and_check(kernel, c, in);
+              }
+        }
+}
+
+// The persistent level with more tiles than SMs (144 tiles of 128 x 256 > 132 SMs: blocks walk several tiles
+// and the pipeline phases carry over between tiles), checked element by element against float64.
+TEST_F(GemmTcWgmma, PersistentMoreTilesThanSms) {
+  for (Op op_a : kOps)
+    for (Op op_b : kOps) {
+      Case c{2047, 2300, 72, op_a, op_b, DType::kBF16, DType::kBF16};
+      c.ld_align8 = true;
+      c.beta = 1.5f;
+      c.bias = true;
+      const Inputs in = make_inputs(c);
+      for (const auto& kernel : kTmaKernels) run_and_check(kernel, c, in);
+    }
+}
+
+// 4095-sized problems with leading dimensions padded to 4096 (TMA-describable, edge tiles in m, n and k),
+// against cuBLAS with f32 output; the same bound as LargeAgainstCublas.
+TEST_F(GemmTcWgmma, LargeAgainstCublas) {
+  if (quick_mode()) GTEST_SKIP() << "PARALLAX_TEST_QUICK set";
+  const std::vector<Shape> shapes{{4095, 1000, 4095, 1}, {1000, 4095, 129, 5}, {4095, 4095, 1000, 1}};
+  for (const Shape& s : shapes)
+    for (Op op_a : kOps)
+      for (Op op_b : kOps) {
+        Case c{s.m, s.n, s.k, op_a, op_b, DType::kBF16, DType::kF32};
+        c.pad = s.pad;
+        c.ld_align8 = true;
+        const int a_rows = op_a == Op::kN ? c.m : c.k, a_cols = op_a == Op::kN ? c.k : c.m;
+        const int b_rows = op_b == Op::kN ? c.k : c.n, b_cols = op_b == Op::kN ? c.n : c.k;
+        DevMatrix a = make_matrix(c.in, a_rows, a_cols, c.ld_for(a_cols), seed_for(s.m, s.k, 'A'), true);
+        DevMatrix b = make_matrix(c.in, b_rows, b_cols, c.ld_for(b_cols), seed_for(s.k, s.n, 'B'), true);
+        DevMatrix ref = make_matrix(DType::kF32, c.m, c.n, c.n + c.pad, 0, false);
+        GemmArgs p;
+        p.m = c.m;
+        p.n = c.n;
+        p.k = c.k;
+        p.op_a = op_a;
+        p.op_b = op_b;
+        p.a_type = p.b_type = c.in;
+        p.c_type = DType::kF32;
+        p.a = a.data();
+        p.lda = a.ld;
+        p.b = b.data();
+        p.ldb = b.ld;
+        p.ldc = ref.ld;
+        p.c = ref.data();
+        parallax::gemm(p, nullptr, "cublas");
+        PX_CUDA_CHECK(cudaDeviceSynchronize());
+        const auto y = ref.buf.download();
+        for (const auto& kernel : kTmaKernels) {
+          SCOPED_TRACE(kernel + " " + c.label() + " " + seed_note());
+          ASSERT_TRUE(tma_describable(a.data(), a.ld) && tma_describable(b.data(), b.ld));
+          DevMatrix d = make_matrix(DType::kF32, c.m, c.n, c.n + c.pad, 0, false);  // NaN-poisoned
+          p.c = d.data();
+          ASSERT_NO_THROW(parallax::gemm(p, nullptr, kernel));
+          PX_CUDA_CHECK(cudaDeviceSynchronize());
+          const auto x = d.buf.download();
+          double diff2 = 0, ref2 = 0;
+          std::size_t non_finite = 0;
+          std::string first_bad;
+          for (int i = 0; i < c.m; ++i)
+            for (int j = 0; j < c.n; ++j) {
+              const double u = decode(DType::kF32, x.data() + d.offset(i, j));
+              const double v = decode(DType::kF32, y.data() + ref.offset(i, j));
+              if (!std::isfinite(u) || !std::isfinite(v)) {
+                if (non_finite++ == 0) first_bad = "(" + std::to_string(i) + "," + std::to_string(j) + ") non-finite";
+                continue;
+              }
+              diff2 += (u - v) * (u - v);
+              ref2 += v * v;
+            }
+          EXPECT_EQ(non_finite, 0u) << first_bad;
+          const double rel = std::sqrt(diff2 / std::max(ref2, 1e-300));
+          EXPECT_LE(rel, std::ldexp(1.0, -20) * std::sqrt(static_cast<double>(c.k))) << kernel << " vs cublas";
+        }
       }
 }
 

@@ -1,0 +1,327 @@
+// The Hopper GEMM kernel shared by levels 11-13: TMA loads into a ring of shared-memory stages guarded by
+// mbarriers, wgmma products from shared memory, the fused epilogue straight from the accumulator registers.
+// The levels are instantiations of one template (WgmmaConfig), differing in:
+//
+//   level 11  kWarpSpecialized = false: every warpgroup computes; thread 0 additionally issues the TMA loads
+//             (the first kStages up front, then stage s again as soon as all warps released it). 128 x 128
+//             block tile, two warpgroups of m64n128.
+//   level 12  kWarpSpecialized = true: one extra producer warpgroup whose single elected thread only issues
+//             TMA; it gives its registers to the two consumer warpgroups (setmaxnreg 40 / 232), which can
+//             then hold a 64 x 256 fp32 accumulator each (128 registers/thread): block tile 128 x 256.
+//   level 13  + kPersistent: grid = number of SMs; each block walks tiles blockIdx.x, +gridDim.x, ... in a
+//             grouped ("supertile") order, so the producer already streams the next tile while the
+//             consumers run the epilogue of the current one, and blocks running at the same time share
+//             A row panels and B column panels in L2.
+//
+// Pipeline (per stage s of kStages; phase bits flip each time the ring wraps):
+//   full[s]   1 arrival (the producer's arrive_expect_tx) + the stage's bytes from TMA
+//   empty[s]  one arrival per consumer warp, after its wgmma reading stage s has completed
+//   producer: wait empty[s] (parity ^ 1) -> arrive_expect_tx(full[s], bytes) -> TMA A, TMA B
+//   consumer: wait full[s] -> 4 x wgmma k16 -> commit -> wait_group<1> (the previous stage's products are
+//             done) -> release the previous stage. One group stays in flight so the tensor cores never
+//             idle between k-tiles.
+//
+// Shared-memory layouts (all 128B-swizzled by TMA, see ptx/wgmma.cuh for the descriptor fields). BK = 64
+// 16-bit values = 128 bytes, exactly one swizzle row:
+//   K-major operand (A with op_a = N, B with op_b = T): one box {64 (k), rows}; row r at r * 128 bytes;
+//       descriptor SBO = 1024; the k16 slice kk starts at + kk * 32 bytes.
+//   MN-major operand (A with op_a = T stored k x m, B with op_b = N stored k x n): the swizzle limits the
+//       inner box to 128 bytes = 64 values, so rows/64 boxes {64 (m|n), 64 (k)}, box c at c * 8192 bytes;
+//       descriptor LBO = 8192 (next 64 M/N values), SBO = 1024 (next 8 k-rows); slice kk at + kk * 2048.
+//   Consumer warpgroup w reads A rows [64 w, 64 w + 64): + w * 8192 bytes in both layouts.
+//
+// Edges: TMA zero-fills everything outside the tensor, so partial M / N / K tiles need no special loads (a
+// zero contributes nothing to the dot products); the epilogue guards row < m and col < n.
+#pragma once
+
+#include <cuda.h>  // CUtensorMap (a header-only type; the library does not link libcuda)
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "gemm/tc/epilogue.cuh"
+#include "ptx/mbarrier.cuh"
+#include "ptx/tma.cuh"
+#include "ptx/wgmma.cuh"
+
+namespace parallax::detail {
+
+template <int BM_, int BN_, int kStages_, bool kWarpSpecialized_, bool kPersistent_>
+struct WgmmaConfig {
+  static constexpr int BM = BM_, BN = BN_, BK = 64;
+  static constexpr int kStages = kStages_;
+  static constexpr bool kWarpSpecialized = kWarpSpecialized_;
+  static constexpr bool kPersistent = kPersistent_;
+  static constexpr int kConsumers = BM / 64;  // one m64 row slab per consumer warpgroup
+  static constexpr int kThreads = 128 * (kConsumers + (kWarpSpecialized ? 1 : 0));
+  static constexpr int kABytes = BM * BK * 2;
+  static constexpr int kBBytes = BN * BK * 2;
+  static constexpr int kStageBytes = kABytes + kBBytes;
+  // Dynamic shared memory: stages, then the barriers, plus 1024 bytes to align the base by hand (the
+  // 128B swizzle needs 1024-byte aligned atoms; dynamic shared memory only guarantees 16).
+  static constexpr int kSmemBytes = kStages * kStageBytes + 2 * kStages * 8 + 1024;
+  // L2 grouping of the tile order: kGroupM tile rows are walked column by column.
+  static constexpr int kGroupM = 8;
+
+  static_assert(BM % 64 == 0 && BM >= 64 && BM <= 256, "BM: whole m64 slabs, at most 256 (TMA box limit)");
+  static_assert(BN == 128 || BN == 256, "BN: the wgmma wrappers exist for N = 128 and 256");
+  static_assert(kStages >= 2, "at least double buffering");
+  static_assert(kABytes % 1024 == 0 && kBBytes % 1024 == 0, "every operand tile starts on a swizzle atom");
+  static_assert(kSmemBytes <= 227 * 1024, "more dynamic shared memory than an H100 SM has");
+  static_assert(!kPersistent || kWarpSpecialized, "the persistent level builds on the warp-specialized one");
+};
+
+// The mapping tile index -> (tile_m, tile_n) in grouped order: consecutive indices fill a column of kGroupM
+// tile rows before moving right, so the blocks in flight reuse a few A row panels and B column panels.
+struct TileSchedule {
+  int tiles_m, tiles_n;
+  __device__ __forceinline__ int count() const { return tiles_m * tiles_n; }
+  template <int kGroupM>
+  __device__ __forceinline__ void coords(int tile, int& tm, int& tn) const {
+    const int per_group = kGroupM * tiles_n;
+    const int group = tile / per_group;
+    const int first_m = group * kGroupM;
+    const int group_rows = min(tiles_m - first_m, kGroupM);
+    const int in_group = tile - group * per_group;
+    tm = first_m + in_group % group_rows;
+    tn = in_group / group_rows;
+  }
+};
+
+// Ring position: stage index and the parity of its current phase.
+struct PipelineState {
+  int stage = 0;
+  std::uint32_t phase = 0;
+  template <int kStages>
+  __device__ __forceinline__ void advance() {
+    if (++stage == kStages) {
+      stage = 0;
+      phase ^= 1u;
+    }
+  }
+};
+
+template <class Cfg>
+struct WgmmaSmem {
+  unsigned char* base;  // 1024-aligned
+  __device__ __forceinline__ unsigned char* a(int s) const { return base + s * Cfg::kStageBytes; }
+  __device__ __forceinline__ unsigned char* b(int s) const { return base + s * Cfg::kStageBytes + Cfg::kABytes; }
+  __device__ __forceinline__ std::uint64_t* full(int s) const {
+    return reinterpret_cast<std::uint64_t*>(base + Cfg::kStages * Cfg::kStageBytes) + s;
+  }
+  __device__ __forceinline__ std::uint64_t* empty(int s) const { return full(Cfg::kStages) + s; }
+};
+
+// Issues the TMA copies of k-tile `kt` of block tile (m0, n0) into stage s. Called by one thread.
+template <class Cfg, bool kAMnMajor, bool kBMnMajor>
+__device__ __forceinline__ void load_stage(const WgmmaSmem<Cfg>& sm, int s, const CUtensorMap* map_a,
+                                           const CUtensorMap* map_b, int m0, int n0, int kt) {
+  const int k0 = kt * Cfg::BK;
+  ptx::mbarrier_arrive_expect_tx(sm.full(s), Cfg::kStageBytes);
+  if constexpr (kAMnMajor) {
+#pragma unroll
+    for (int c = 0; c < Cfg::BM / 64; ++c) ptx::tma_load_2d(sm.a(s) + c * 8192, map_a, sm.full(s), m0 + 64 * c, k0);
+  } else {
+    ptx::tma_load_2d(sm.a(s), map_a, sm.full(s), k0, m0);
+  }
+  if constexpr (kBMnMajor) {
+#pragma unroll
+    for (int c = 0; c < Cfg::BN / 64; ++c) ptx::tma_load_2d(sm.b(s) + c * 8192, map_b, sm.full(s), n0 + 64 * c, k0);
+  } else {
+    ptx::tma_load_2d(sm.b(s), map_b, sm.full(s), k0, n0);
+  }
+}
+
+// The wgmma of one (N, input type) pair.
+template <int N, typename In, bool kTA, bool kTB>
+__device__ __forceinline__ void wgmma_k16(float (&d)[N / 2], std::uint64_t da, std::uint64_t db, std::uint32_t scale_d) {
+  if constexpr (N == 256 && std::is_same_v<In, __nv_bfloat16>) ptx::wgmma_m64n256k16_bf16<kTA, kTB>(d, da, db, scale_d);
+  else if constexpr (N == 256) ptx::wgmma_m64n256k16_f16<kTA, kTB>(d, da, db, scale_d);
+  else if constexpr (std::is_same_v<In, __nv_bfloat16>) ptx::wgmma_m64n128k16_bf16<kTA, kTB>(d, da, db, scale_d);
+  else ptx::wgmma_m64n128k16_f16<kTA, kTB>(d, da, db, scale_d);
+}
+
+// The four k16 products of stage s for consumer warpgroup `wg`; scale_d = 0 on the first k-tile of a tile.
+template <class Cfg, typename In, bool kAMnMajor, bool kBMnMajor>
+__device__ __forceinline__ void mma_stage(const WgmmaSmem<Cfg>& sm, int s, int wg, float (&acc)[Cfg::BN / 2],
+                                          bool first_ktile) {
+  const std::uint32_t a_base = ptx::smem_addr(sm.a(s)) + wg * 8192;
+  const std::uint32_t b_base = ptx::smem_addr(sm.b(s));
+#pragma unroll
+  for (int kk = 0; kk < Cfg::BK / 16; ++kk) {
+    const std::uint64_t da = kAMnMajor ? ptx::make_smem_desc_sw128(a_base + kk * 2048, 8192, 1024)
+                                       : ptx::make_smem_desc_sw128(a_base + kk * 32, 16, 1024);
+    const std::uint64_t db = kBMnMajor ? ptx::make_smem_desc_sw128(b_base + kk * 2048, 8192, 1024)
+                                       : ptx::make_smem_desc_sw128(b_base + kk * 32, 16, 1024);
+    wgmma_k16<Cfg::BN, In, kAMnMajor, kBMnMajor>(acc, da, db, (first_ktile && kk == 0) ? 0u : 1u);
+  }
+}
+
+// Two adjacent output columns (col, col + 1) of one row; `pair` = both inside and the address aligned for
+// one vector access. Same math as epilogue_store.
+template <typename Out>
+__device__ __forceinline__ void store_two(Out* c, float acc0, float acc1, int col, bool pair, bool second_inside,
+                                          const EpilogueParams& ep) {
+  if (!pair) {
+    epilogue_store(c, acc0, col, ep);
+    if (second_inside) epilogue_store(c + 1, acc1, col + 1, ep);
+    return;
+  }
+  float v0 = ep.alpha * acc0, v1 = ep.alpha * acc1;
+  if constexpr (std::is_same_v<Out, float>) {
+    float2* p = reinterpret_cast<float2*>(c);
+    if (ep.beta != 0.f) {
+      const float2 old = *p;
+      v0 += ep.beta * old.x;
+      v1 += ep.beta * old.y;
+    }
+    if (ep.bias != nullptr) v0 += ep.bias[col], v1 += ep.bias[col + 1];
+    *p = make_float2(activate(v0, ep.act), activate(v1, ep.act));
+  } else {
+    // Two 16-bit values in one 32-bit word; the conversions go element by element (round to nearest even).
+    Out two[2];
+    if (ep.beta != 0.f) {
+      *reinterpret_cast<std::uint32_t*>(two) = *reinterpret_cast<const std::uint32_t*>(c);
+      v0 += ep.beta * to_float<Out>(two[0]);
+      v1 += ep.beta * to_float<Out>(two[1]);
+    }
+    if (ep.bias != nullptr) v0 += ep.bias[col], v1 += ep.bias[col + 1];
+    two[0] = from_float<Out>(activate(v0, ep.act));
+    two[1] = from_float<Out>(activate(v1, ep.act));
+    *reinterpret_cast<std::uint32_t*>(c) = *reinterpret_cast<const std::uint32_t*>(two);
+  }
+}
+
+// Writes consumer warpgroup `wg`'s 64 x BN accumulator of block tile (m0, n0). `t` = thread in warpgroup.
+template <class Cfg, typename Out>
+__device__ __forceinline__ void store_tile(const float (&acc)[Cfg::BN / 2], int wg, int t, int m0, int n0, int m, int n,
+                                           Out* __restrict__ c, std::int64_t ldc, bool pairs_aligned,
+                                           const EpilogueParams& ep) {
+  const int warp = t / 32, lane = t % 32;
+  const int row_base = m0 + wg * 64 + warp * 16 + lane / 4;
+  const int col_base = n0 + 2 * (lane % 4);
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int row = row_base + 8 * half;
+    if (row >= m) continue;
+    Out* crow = c + static_cast<std::int64_t>(row) * ldc;
+#pragma unroll
+    for (int j = 0; j < Cfg::BN / 8; ++j) {
+      const int col = col_base + 8 * j;
+      if (col >= n) continue;
+      const int i = 4 * j + 2 * half;
+      const bool second_inside = col + 1 < n;
+      store_two(crow + col, acc[i], acc[i + 1], col, pairs_aligned && second_inside, second_inside, ep);
+    }
+  }
+}
+
+template <class Cfg, typename In, typename Out, bool kAMnMajor, bool kBMnMajor>
+__global__ void __launch_bounds__(Cfg::kThreads, 1)
+    gemm_wgmma_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b, int m,
+                      int n, int k, Out* __restrict__ c, std::int64_t ldc, bool pairs_aligned, EpilogueParams ep) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  extern __shared__ unsigned char smem_raw[];
+  const std::uintptr_t raw = reinterpret_cast<std::uintptr_t>(smem_raw);
+  const WgmmaSmem<Cfg> sm{smem_raw + ((1024 - raw % 1024) % 1024)};
+
+  const int tid = static_cast<int>(threadIdx.x);
+  const TileSchedule sched{(m + Cfg::BM - 1) / Cfg::BM, (n + Cfg::BN - 1) / Cfg::BN};
+  const int k_tiles = (k + Cfg::BK - 1) / Cfg::BK;
+  constexpr int kConsumerWarps = 4 * Cfg::kConsumers;
+
+  if (tid == 0) {
+    ptx::tma_prefetch_descriptor(&map_a);
+    ptx::tma_prefetch_descriptor(&map_b);
+    for (int s = 0; s < Cfg::kStages; ++s) {
+      ptx::mbarrier_init(sm.full(s), 1);
+      ptx::mbarrier_init(sm.empty(s), kConsumerWarps);
+    }
+    ptx::fence_proxy_async_shared();
+  }
+  __syncthreads();
+
+  const int first_tile = static_cast<int>(blockIdx.x);
+  const int tile_step = Cfg::kPersistent ? static_cast<int>(gridDim.x) : sched.count();
+  const int wg = tid / 128;
+
+  if constexpr (Cfg::kWarpSpecialized) {
+    if (wg == Cfg::kConsumers) {
+      // ---- producer warpgroup: one thread streams the stages of every tile of this block ----
+      ptx::setmaxnreg_dec<40>();
+      if (tid == Cfg::kConsumers * 128) {
+        PipelineState ps;
+        for (int tile = first_tile; tile < sched.count(); tile += tile_step) {
+          int tm, tn;
+          sched.coords<Cfg::kGroupM>(tile, tm, tn);
+          for (int kt = 0; kt < k_tiles; ++kt) {
+            ptx::mbarrier_wait(sm.empty(ps.stage), ps.phase ^ 1u);
+            load_stage<Cfg, kAMnMajor, kBMnMajor>(sm, ps.stage, &map_a, &map_b, tm * Cfg::BM, tn * Cfg::BN, kt);
+            ps.advance<Cfg::kStages>();
+          }
+        }
+      }
+      return;
+    }
+    ptx::setmaxnreg_inc<232>();
+  } else {
+    // ---- level 11: thread 0 fills the first stages; the consumer loop below refills them ----
+    if (tid == 0) {
+      int tm, tn;
+      sched.coords<Cfg::kGroupM>(first_tile, tm, tn);
+      for (int kt = 0; kt < min(k_tiles, Cfg::kStages); ++kt)
+        load_stage<Cfg, kAMnMajor, kBMnMajor>(sm, kt, &map_a, &map_b, tm * Cfg::BM, tn * Cfg::BN, kt);
+    }
+    __syncwarp();
+  }
+
+  // ---- consumer warpgroups ----
+  const int t = tid % 128;
+  const bool release_lane = (tid % 32) == 0;
+  PipelineState ps;
+  float acc[Cfg::BN / 2];
+  for (int tile = first_tile; tile < sched.count(); tile += tile_step) {
+    int tm, tn;
+    sched.coords<Cfg::kGroupM>(tile, tm, tn);
+    int prev_stage = -1;
+    for (int kt = 0; kt < k_tiles; ++kt) {
+      ptx::mbarrier_wait(sm.full(ps.stage), ps.phase);
+#pragma unroll
+      for (int i = 0; i < Cfg::BN / 2; ++i) ptx::register_fence(acc[i]);
+      ptx::wgmma_fence();
+      mma_stage<Cfg, In, kAMnMajor, kBMnMajor>(sm, ps.stage, wg, acc, kt == 0);
+      ptx::wgmma_commit_group();
+#pragma unroll
+      for (int i = 0; i < Cfg::BN / 2; ++i) ptx::register_fence(acc[i]);
+      ptx::wgmma_wait_group<1>();  // the previous k-tile's products (and their smem reads) are done
+      if (prev_stage >= 0) {
+        if (release_lane) ptx::mbarrier_arrive(sm.empty(prev_stage));
+        if constexpr (!Cfg::kWarpSpecialized) {
+          // Level 11: thread 0 refills the released stage with k-tile kt - 1 + kStages once every warp is done.
+          const int next = kt - 1 + Cfg::kStages;
+          if (tid == 0 && next < k_tiles) {
+            ptx::mbarrier_wait(sm.empty(prev_stage), (static_cast<std::uint32_t>((kt - 1) / Cfg::kStages)) & 1u);
+            load_stage<Cfg, kAMnMajor, kBMnMajor>(sm, prev_stage, &map_a, &map_b, tm * Cfg::BM, tn * Cfg::BN, next);
+          }
+          __syncwarp();  // warp 0 reconverges before the next warpgroup-aligned wgmma
+        }
+      }
+      prev_stage = ps.stage;
+      ps.advance<Cfg::kStages>();
+    }
+    ptx::wgmma_wait_group<0>();
+#pragma unroll
+    for (int i = 0; i < Cfg::BN / 2; ++i) ptx::register_fence(acc[i]);
+    if (release_lane) ptx::mbarrier_arrive(sm.empty(prev_stage));
+    store_tile<Cfg, Out>(acc, wg, t, tm * Cfg::BM, tn * Cfg::BN, m, n, c, ldc, pairs_aligned, ep);
+  }
+#else
+  (void)m, (void)n, (void)k, (void)c, (void)ldc, (void)pairs_aligned, (void)ep;
+  __trap();  // never launched: the host requires sm_90 (require_sm90)
+#endif
+}
+
+}  // namespace parallax::detail

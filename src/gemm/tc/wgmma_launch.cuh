@@ -1,0 +1,76 @@
+// Host-side launch of the shared Hopper kernel (wgmma_common.cuh) for one WgmmaConfig: builds the two TMA
+// maps for the operands' stored layouts, picks the instantiation for (input type, output type, op_a, op_b),
+// sizes the grid (one block per tile, or one per SM for the persistent level). Included by the level files.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "gemm/tc/launchers.hpp"
+#include "gemm/tc/tma_map.hpp"
+#include "gemm/tc/wgmma_common.cuh"
+#include "parallax/core.hpp"
+
+namespace parallax::detail {
+
+template <class Cfg, typename In, typename Out, bool kAMnMajor, bool kBMnMajor>
+void launch_wgmma_instance(const GemmArgs& p, cudaStream_t stream) {
+  // Stored shapes: A is m x k (op_a = N, K-major) or k x m (op_a = T, M-major); B is k x n (op_b = N,
+  // N-major) or n x k (op_b = T, K-major). K-major boxes take a whole tile of rows at once; MN-major boxes
+  // are 64 x 64 (the swizzle width along the contiguous dimension), several per tile.
+  const CUtensorMap map_a = kAMnMajor ? make_tma_map_2d(p.a, p.a_type, p.k, p.m, p.lda, Cfg::BK, 64)
+                                      : make_tma_map_2d(p.a, p.a_type, p.m, p.k, p.lda, Cfg::BM, Cfg::BK);
+  const CUtensorMap map_b = kBMnMajor ? make_tma_map_2d(p.b, p.b_type, p.k, p.n, p.ldb, Cfg::BK, 64)
+                                      : make_tma_map_2d(p.b, p.b_type, p.n, p.k, p.ldb, Cfg::BN, Cfg::BK);
+  const long long tiles = static_cast<long long>((p.m + Cfg::BM - 1) / Cfg::BM) * ((p.n + Cfg::BN - 1) / Cfg::BN);
+  if (tiles > INT32_MAX) throw Error("gemm wgmma: too many tiles (" + std::to_string(tiles) + ")");
+  int blocks = static_cast<int>(tiles);
+  if constexpr (Cfg::kPersistent) {
+    int device = 0, sms = 0;
+    PX_CUDA_CHECK(cudaGetDevice(&device));
+    PX_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    blocks = std::min(blocks, sms);
+  }
+  auto kernel = gemm_wgmma_kernel<Cfg, In, Out, kAMnMajor, kBMnMajor>;
+  PX_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes));
+  const bool pairs_aligned =
+      p.ldc % 2 == 0 && reinterpret_cast<std::uintptr_t>(p.c) % (2 * sizeof(Out)) == 0;
+  const EpilogueParams ep{p.alpha, p.beta, p.bias, p.epilogue};
+  kernel<<<blocks, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(map_a, map_b, p.m, p.n, p.k, static_cast<Out*>(p.c),
+                                                              p.ldc, pairs_aligned, ep);
+  PX_CUDA_CHECK_LAUNCH();
+}
+
+template <class Cfg, typename In, typename Out>
+void launch_wgmma_ops(const GemmArgs& p, cudaStream_t stream) {
+  const bool a_mn = p.op_a == Op::kT, b_mn = p.op_b == Op::kN;
+  if (!a_mn && b_mn) return launch_wgmma_instance<Cfg, In, Out, false, true>(p, stream);   // NN
+  if (!a_mn && !b_mn) return launch_wgmma_instance<Cfg, In, Out, false, false>(p, stream); // NT
+  if (a_mn && b_mn) return launch_wgmma_instance<Cfg, In, Out, true, true>(p, stream);     // TN
+  return launch_wgmma_instance<Cfg, In, Out, true, false>(p, stream);                      // TT
+}
+
+template <class Cfg, typename In>
+void launch_wgmma_out(const GemmArgs& p, cudaStream_t stream) {
+  switch (p.c_type) {
+    case DType::kF32: return launch_wgmma_ops<Cfg, In, float>(p, stream);
+    case DType::kF16: return launch_wgmma_ops<Cfg, In, __half>(p, stream);
+    case DType::kBF16: return launch_wgmma_ops<Cfg, In, __nv_bfloat16>(p, stream);
+  }
+  throw Error("gemm wgmma: unsupported c_type");
+}
+
+// Entry of a level: arguments validated, sm_90 checked and tma_compatible(p) true (gemm_dispatch.cpp).
+template <class Cfg>
+void launch_wgmma_level(const GemmArgs& p, cudaStream_t stream) {
+  switch (p.a_type) {
+    case DType::kBF16: return launch_wgmma_out<Cfg, __nv_bfloat16>(p, stream);
+    case DType::kF16: return launch_wgmma_out<Cfg, __half>(p, stream);
+    case DType::kF32: break;
+  }
+  throw Error("gemm wgmma: unsupported a_type");
+}
+
+}  // namespace parallax::detail

@@ -1,0 +1,107 @@
+// Hopper (sm_90) synchronisation PTX, each instruction wrapped once:
+//
+//   mbarrier      a 64-bit barrier object in shared memory with an arrival count AND a transaction count
+//                 (bytes). TMA copies "complete_tx" on it, so one wait covers "all bytes of this stage
+//                 landed". Phases alternate 0/1; a waiter names the parity of the phase it waits to finish.
+//   fence.proxy.async   orders generic-proxy shared-memory accesses (e.g. mbarrier.init) before async-proxy
+//                 ones (TMA, wgmma reads).
+//   setmaxnreg    warp-specialized kernels hand registers from the producer warpgroup to the consumers.
+//
+// Everything here needs sm_90; the bodies compile to a trap on older architectures so that the sm_80 pass of
+// the library build still compiles (the host never launches these kernels there: require_sm90).
+#pragma once
+
+#include <cstdint>
+
+#include "ptx/sm80.cuh"  // smem_addr
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define PX_SM90_PTX 1
+#else
+#define PX_SM90_PTX 0
+#endif
+
+namespace parallax::ptx {
+
+// Initialise a barrier that completes a phase after `arrivals` arrive() calls (plus the expected bytes).
+__device__ __forceinline__ void mbarrier_init(std::uint64_t* bar, std::uint32_t arrivals) {
+#if PX_SM90_PTX
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(arrivals) : "memory");
+#else
+  __trap();
+#endif
+}
+
+// Make barrier initialisation (generic proxy) visible to the async proxy (TMA complete_tx).
+__device__ __forceinline__ void fence_proxy_async_shared() {
+#if PX_SM90_PTX
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#else
+  __trap();
+#endif
+}
+
+// One arrival (release semantics: this thread's earlier shared-memory reads are ordered before it).
+__device__ __forceinline__ void mbarrier_arrive(std::uint64_t* bar) {
+#if PX_SM90_PTX
+  asm volatile("{\n .reg .b64 state;\n mbarrier.arrive.shared::cta.b64 state, [%0];\n}\n" ::"r"(smem_addr(bar))
+               : "memory");
+#else
+  __trap();
+#endif
+}
+
+// One arrival that also announces `bytes` more transaction bytes the phase must see before completing
+// (what the TMA copies issued right after will deliver).
+__device__ __forceinline__ void mbarrier_arrive_expect_tx(std::uint64_t* bar, std::uint32_t bytes) {
+#if PX_SM90_PTX
+  asm volatile("{\n .reg .b64 state;\n mbarrier.arrive.expect_tx.shared::cta.b64 state, [%0], %1;\n}\n" ::"r"(
+                   smem_addr(bar)),
+               "r"(bytes)
+               : "memory");
+#else
+  __trap();
+#endif
+}
+
+// Blocks until the phase with parity `parity` has completed. try_wait suspends the thread for a
+// hardware-chosen time instead of spinning hot; the loop covers its time-outs. A freshly initialised barrier
+// counts as having completed the phase of parity 1, so waiting for parity 1 first returns at once (how
+// producers find every stage "empty" at the start).
+__device__ __forceinline__ void mbarrier_wait(std::uint64_t* bar, std::uint32_t parity) {
+#if PX_SM90_PTX
+  std::uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(smem_addr(bar)), "r"(parity)
+        : "memory");
+  } while (!done);
+#else
+  __trap();
+#endif
+}
+
+// Register reallocation across warpgroups (all warps of the warpgroup execute it). REGS: multiple of 8 in
+// [24, 256].
+template <int REGS>
+__device__ __forceinline__ void setmaxnreg_dec() {
+  static_assert(REGS % 8 == 0 && REGS >= 24 && REGS <= 256, "setmaxnreg: multiple of 8 in [24, 256]");
+#if PX_SM90_PTX
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(REGS));
+#else
+  __trap();
+#endif
+}
+template <int REGS>
+__device__ __forceinline__ void setmaxnreg_inc() {
+  static_assert(REGS % 8 == 0 && REGS >= 24 && REGS <= 256, "setmaxnreg: multiple of 8 in [24, 256]");
+#if PX_SM90_PTX
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(REGS));
+#else
+  __trap();
+#endif
+}
+
+}  // namespace parallax::ptx
