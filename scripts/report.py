@@ -245,10 +245,15 @@ class Report:
 
     def sections_status(self):
         ctx = self.doc.get("context") or {}
-        rows = [[k[len("report.section."):], v] for k, v in ctx.items() if k.startswith("report.section.")]
+        rows = []
+        for k, v in ctx.items():
+            if k.startswith("report.section."):
+                name = k[len("report.section."):]
+                seconds = ctx.get("report.seconds." + name)
+                rows.append([name, str(v), num(seconds, 1) if isinstance(seconds, (int, float)) else "-"])
         if rows:
             self.md.append("\n## Sections of this run\n")
-            self.md.append(md_table(["section", "status"], rows))
+            self.md.append(md_table(["section", "status", "seconds"], rows))
 
     def roofs_section(self):
         self.md.append("\n## Device roofs (measured)\n")
