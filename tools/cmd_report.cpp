@@ -335,32 +335,20 @@ std::string torch_status(const std::string& python) {
 
 }  // namespace
 
-int run_report(const ReportOptions& o) {
-  if (!o.from.empty()) return report_from(o);
-  if (!parallax::has_gpu())
-    throw Error("no CUDA GPU visible: `parallax report` measures on this machine's GPUs (check the NVIDIA driver and "
-                "CUDA_VISIBLE_DEVICES); to rebuild a report from an earlier run's results.json on any machine, use "
-                "`parallax report --from results.json`");
-  refuse_tf32_override("report");
-  const int gpus = parallax::device_count();
-  const std::string exe = self_executable();
+ReportRun run_sections(const ReportOptions& o, const std::vector<ReportSection>& plan, const std::string& executable,
+                       int gpus, const std::string& torch) {
   const fs::path out(o.out_dir), parts = out / "parts", logs = out / "logs";
   fs::create_directories(parts);
   fs::create_directories(logs);
 
-  const std::vector<ReportSection> plan = plan_report(o.quick, gpus);
-  const std::string torch = torch_status(o.python);
-  fmt::print(stderr, "parallax report: {} sections on {} GPU{} ({}), writing to {}\n", plan.size(), gpus,
-             gpus == 1 ? "" : "s", torch, out.string());
-
+  ReportRun run;
   Progress progress(static_cast<int>(plan.size()));
   std::vector<results::Part> merged_parts;
-  std::vector<std::pair<const ReportSection*, SectionOutcome>> outcomes;
   for (std::size_t i = 0; i < plan.size(); ++i) {
     const ReportSection& s = plan[i];
     const std::string what = s.title;
     progress.update(static_cast<int>(i), what);
-    SectionOutcome r = run_section(s, exe, parts.string(), logs.string(), o.section_timeout_s,
+    SectionOutcome r = run_section(s, executable, parts.string(), logs.string(), o.section_timeout_s,
                                    [&] { progress.update(static_cast<int>(i), what); });
     if (r.state == SectionOutcome::State::kOk || r.state == SectionOutcome::State::kPartial) {
       try {
@@ -372,7 +360,7 @@ int run_report(const ReportOptions& o) {
     }
     if (progress.mode() != Progress::Mode::kTerminal)  // a log gets one line per section
       fmt::print(stderr, "section {}/{} {}: {} ({:.0f} s)\n", i + 1, plan.size(), s.name, r.summary(), r.seconds);
-    outcomes.emplace_back(&s, std::move(r));
+    run.outcomes.emplace_back(s.name, std::move(r));
   }
   progress.update(static_cast<int>(plan.size()), "writing the report");
   progress.finish();
@@ -380,36 +368,52 @@ int run_report(const ReportOptions& o) {
   // Without any part there is no device to describe; say what happened to each section.
   if (merged_parts.empty()) {
     std::string why;
-    for (const auto& [s, r] : outcomes) why += "\n  " + s->name + ": " + r.summary();
+    for (const auto& [name, r] : run.outcomes) why += "\n  " + name + ": " + r.summary();
     throw Error("no section produced results; nothing to report:" + why);
   }
-  results::Document doc;
   try {
-    doc = results::merge(merged_parts);
+    run.document = results::merge(merged_parts);
   } catch (const InvalidArgument& e) {
     throw Error(std::string("cannot merge the sections: ") + e.what());  // a device mismatch is not a usage error
   }
+  results::Document& doc = run.document;
   doc.command = o.command_line();
   doc.context.emplace_back("report.quick", o.quick);
   doc.context.emplace_back("report.gpus", static_cast<std::int64_t>(gpus));
   doc.context.emplace_back("report.torch", torch);
-  for (const auto& [s, r] : outcomes) {
-    doc.context.emplace_back("report.section." + s->name, r.summary());
-    doc.context.emplace_back("report.seconds." + s->name, r.seconds);
+  for (const auto& [name, r] : run.outcomes) {
+    doc.context.emplace_back("report.section." + name, r.summary());
+    doc.context.emplace_back("report.seconds." + name, r.seconds);
   }
-  const std::string results_path = (out / "results.json").string();
-  results::write_file(doc, results_path);
+  run.results_path = (out / "results.json").string();
+  results::write_file(doc, run.results_path);
+  return run;
+}
 
-  run_script(o, results_path);
+int run_report(const ReportOptions& o) {
+  if (!o.from.empty()) return report_from(o);
+  if (!parallax::has_gpu())
+    throw Error("no CUDA GPU visible: `parallax report` measures on this machine's GPUs (check the NVIDIA driver and "
+                "CUDA_VISIBLE_DEVICES); to rebuild a report from an earlier run's results.json on any machine, use "
+                "`parallax report --from results.json`");
+  refuse_tf32_override("report");
+  const int gpus = parallax::device_count();
+  const std::vector<ReportSection> plan = plan_report(o.quick, gpus);
+  const std::string torch = torch_status(o.python);
+  fmt::print(stderr, "parallax report: {} sections on {} GPU{} ({}), writing to {}\n", plan.size(), gpus,
+             gpus == 1 ? "" : "s", torch, o.out_dir);
+
+  const ReportRun run = run_sections(o, plan, self_executable(), gpus, torch);
+  run_script(o, run.results_path);
 
   if (o.output.prints_table()) {
     Table t({{"section"}, {"status", Align::kLeft}, {"seconds", Align::kRight}});
-    for (const auto& [s, r] : outcomes) t.add_row({s->name, r.summary(), fixed(r.seconds, 1)});
-    fmt::print("parallax report on {} ({} GPU{})\n\n", doc.device.name, gpus, gpus == 1 ? "" : "s");
+    for (const auto& [name, r] : run.outcomes) t.add_row({name, r.summary(), fixed(r.seconds, 1)});
+    fmt::print("parallax report on {} ({} GPU{})\n\n", run.document.device.name, gpus, gpus == 1 ? "" : "s");
     t.print();
-    fmt::print("\nresults: {}\nreport:  {}\n", results_path, (out / "report.md").string());
+    fmt::print("\nresults: {}\nreport:  {}\n", run.results_path, (fs::path(o.out_dir) / "report.md").string());
   }
-  emit_json(o.output, doc);
+  emit_json(o.output, run.document);
   // Failed sections are reported, not fatal: the report is the deliverable, and it says what is missing.
   return 0;
 }

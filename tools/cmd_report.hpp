@@ -20,9 +20,11 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cli.hpp"
+#include "parallax/results.hpp"
 #include "table.hpp"
 
 namespace parallax::cli {
@@ -74,6 +76,18 @@ struct SectionOutcome {
 // `tick` is called about every 200 ms while the child runs (progress display).
 SectionOutcome run_section(const ReportSection& section, const std::string& executable, const std::string& parts_dir,
                            const std::string& logs_dir, double timeout_s, const std::function<void()>& tick = {});
+
+// Every section of `plan` run with `executable` (run_section), the parts merged into <out_dir>/results.json
+// with the run's context ("report.section.<name>", "report.seconds.<name>", "report.quick", "report.gpus",
+// "report.torch"). Throws parallax::Error when no section produced results (listing each one's fate) or the
+// parts cannot be merged. The report script is not run here.
+struct ReportRun {
+  results::Document document;
+  std::vector<std::pair<std::string, SectionOutcome>> outcomes;  // per section, in plan order
+  std::string results_path;
+};
+ReportRun run_sections(const ReportOptions& options, const std::vector<ReportSection>& plan,
+                       const std::string& executable, int gpus, const std::string& torch);
 
 // Where scripts/report.py is: $PARALLAX_SCRIPTS_DIR, <exe dir>/../share/parallax/scripts, <exe dir>/../scripts,
 // <exe dir>/../../scripts, then the source tree this binary was built from. Throws parallax::Error listing

@@ -335,6 +335,94 @@ TEST_F(ReportSectionRun, SkippedSectionDoesNotRun) {
   EXPECT_FALSE(fs::exists(dir.path() / "ran"));
 }
 
+// ------------------------------------------------------------------------------------------------ run_sections
+
+// A whole report run against stand-ins: the roofs and the ladder write the real committed H100 documents, the
+// attention subcommand "does not exist", comm is skipped. The merged results.json must carry both parts'
+// records and ceilings and every section's fate, and the report built from it must say what is missing.
+TEST(ReportSections, MergesWhatRanAndRecordsEveryFate) {
+  TempDir dir;
+  const std::string real = std::string(PARALLAX_TEST_DATA_DIR) + "/../../bench/results/nvidia-h100-80gb-hbm3/"
+                           "2026-11-22-b8983165b4ea/";
+  // The stand-in picks its document by subcommand, like the real executable picks its work.
+  const std::string exe = dir.script(
+      "parallax",
+      "out=''; for a in \"$@\"; do if [ \"$prev\" = --json-out ]; then out=$a; fi; prev=$a; done\n"
+      "case \"$1\" in\n"
+      "  info) cp '" + real + "info.json' \"$out\" ;;\n"
+      "  gemm) cp '" + real + "ladder.json' \"$out\" ;;\n"
+      "  *) echo \"parallax: The following argument was not expected: $1\" >&2; exit 2 ;;\n"
+      "esac");
+  cli::ReportOptions o;
+  o.out_dir = (dir.path() / "report").string();
+  o.section_timeout_s = 60;
+  const std::vector<cli::ReportSection> plan{
+      {"roofs", "roofs", {"info"}, ""},
+      {"sgemm_ladder", "ladder", {"gemm", "--ladder"}, ""},
+      {"attention", "attention", {"attention", "--sweep"}, ""},
+      {"comm", "collectives", {"comm"}, "needs 2 or more GPUs, 1 visible"}};
+  const cli::ReportRun run = cli::run_sections(o, plan, exe, 1, "not importable");
+
+  ASSERT_EQ(run.outcomes.size(), 4u);
+  EXPECT_EQ(run.outcomes[0].second.state, State::kOk) << run.outcomes[0].second.summary();
+  EXPECT_EQ(run.outcomes[1].second.state, State::kOk) << run.outcomes[1].second.summary();
+  EXPECT_EQ(run.outcomes[2].second.state, State::kFailed);
+  EXPECT_EQ(run.outcomes[3].second.state, State::kSkipped);
+
+  const pr::Document d = pr::read_file(run.results_path);
+  EXPECT_EQ(run.results_path, (dir.path() / "report" / "results.json").string());
+  EXPECT_EQ(d.device.name, "NVIDIA H100 80GB HBM3");
+  ASSERT_TRUE(d.ceilings.has_value());
+  EXPECT_NEAR(d.ceilings->copy_gbps, 3008.2, 0.1);
+  EXPECT_EQ(d.records.size(), 45u);  // the ladder's rows; info has none
+  EXPECT_EQ(d.command, "parallax report --out " + o.out_dir);
+  auto ctx = [&](const std::string& key) {
+    const pr::Scalar* v = pr::find(d.context, key);
+    return v ? pr::to_string(*v) : std::string("<absent>");
+  };
+  EXPECT_EQ(ctx("report.section.roofs"), "ok");
+  EXPECT_EQ(ctx("report.section.sgemm_ladder"), "ok");
+  EXPECT_TRUE(contains(ctx("report.section.attention"),
+                       "failed: exit 2, no results written: parallax: The following argument was not expected: "
+                       "attention"))
+      << ctx("report.section.attention");
+  EXPECT_EQ(ctx("report.section.comm"), "skipped: needs 2 or more GPUs, 1 visible");
+  EXPECT_EQ(ctx("report.gpus"), "1");
+  EXPECT_EQ(ctx("report.quick"), "false");
+  EXPECT_EQ(ctx("report.torch"), "not importable");
+  EXPECT_EQ(ctx("sgemm_ladder.mode"), "ladder");  // section contexts survive under their names
+  EXPECT_NE(ctx("report.seconds.roofs"), "<absent>");
+  EXPECT_TRUE(fs::exists(dir.path() / "report" / "logs" / "attention.log"));
+
+  // The report built from it names what is missing and why.
+  if (std::system("python3 -c pass >/dev/null 2>&1") != 0) GTEST_SKIP() << "python3 is not on PATH";
+  const std::string cmd = "python3 '" + cli::find_report_script("/nonexistent") + "' --from '" + run.results_path +
+                          "' --out '" + o.out_dir + "' --no-plots >/dev/null 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  const std::string md = read(dir.path() / "report" / "report.md");
+  EXPECT_TRUE(contains(md, "Not measured in this run (failed: exit 2, no results written")) << md;
+  EXPECT_TRUE(contains(md, "Not measured in this run (skipped: needs 2 or more GPUs, 1 visible).")) << md;
+  EXPECT_TRUE(contains(md, "| sgemm8 | pipelined, autotuned | 25515 (79%)")) << md;
+}
+
+TEST(ReportSections, NothingRanIsAnErrorListingEachSection) {
+  TempDir dir;
+  cli::ReportOptions o;
+  o.out_dir = (dir.path() / "report").string();
+  const std::string exe = dir.script("parallax", "echo 'no CUDA GPU visible' >&2; exit 1");
+  try {
+    cli::run_sections(o, {{"roofs", "roofs", {"info"}, ""}, {"tp", "tp", {"tp"}, "needs 2 or more GPUs, 1 visible"}},
+                      exe, 1, "x");
+    ADD_FAILURE() << "no exception";
+  } catch (const parallax::Error& e) {
+    const std::string what = e.what();
+    EXPECT_TRUE(contains(what, "no section produced results")) << what;
+    EXPECT_TRUE(contains(what, "roofs: failed: exit 1, no results written: no CUDA GPU visible")) << what;
+    EXPECT_TRUE(contains(what, "tp: skipped: needs 2 or more GPUs, 1 visible")) << what;
+  }
+  EXPECT_FALSE(fs::exists(dir.path() / "report" / "results.json"));
+}
+
 // ------------------------------------------------------------------------------------------------ script
 
 TEST(ReportScript, FoundThroughTheEnvironmentFirst) {
@@ -425,7 +513,7 @@ RunResult run_cli(std::vector<std::string> args) {
   return {code, ::testing::internal::GetCapturedStdout(), ::testing::internal::GetCapturedStderr()};
 }
 
-TEST(ReportRun, WithoutGpuAndWithoutFromSaysSoAndFails) {
+TEST(ReportCli, WithoutGpuAndWithoutFromSaysSoAndFails) {
   if (parallax::has_gpu()) GTEST_SKIP() << "a GPU is visible: `parallax report` would measure for real";
   TempDir dir;
   const auto r = run_cli({"report", "--out", (dir.path() / "r").string()});
@@ -435,7 +523,7 @@ TEST(ReportRun, WithoutGpuAndWithoutFromSaysSoAndFails) {
   EXPECT_FALSE(fs::exists(dir.path() / "r" / "results.json"));
 }
 
-TEST(ReportRun, FromMalformedResultsNamesTheField) {
+TEST(ReportCli, FromMalformedResultsNamesTheField) {
   TempDir dir;
   const fs::path bad = dir.path() / "bad.json";
   std::string text = read(kSample);
@@ -455,7 +543,7 @@ TEST(ReportRun, FromMalformedResultsNamesTheField) {
   EXPECT_TRUE(contains(v.err, "unsupported version 'parallax.results/9'")) << v.err;
 }
 
-TEST(ReportRun, FromTheSampleWritesTheReport) {
+TEST(ReportCli, FromTheSampleWritesTheReport) {
   if (std::system("python3 -c pass >/dev/null 2>&1") != 0) GTEST_SKIP() << "python3 is not on PATH";
   TempDir dir;
   const fs::path out = dir.path() / "r";
@@ -469,7 +557,7 @@ TEST(ReportRun, FromTheSampleWritesTheReport) {
   EXPECT_TRUE(contains(r.out, "report.md")) << r.out;
 }
 
-TEST(ReportRun, FromWithMissingPythonSaysWhatToInstall) {
+TEST(ReportCli, FromWithMissingPythonSaysWhatToInstall) {
   TempDir dir;
   const auto r = run_cli({"report", "--from", kSample, "--out", (dir.path() / "r").string(), "--python",
                           (dir.path() / "no-python").string()});
