@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import importlib.util
 import json
+import os
 import pathlib
 import subprocess
 import sys
@@ -212,3 +213,22 @@ def test_not_json_and_missing_file(tmp_path):
 def test_md_table_rejects_ragged_rows():
     with pytest.raises(ValueError, match="has 1 cells for 2 columns"):
         report.md_table(["a", "b"], [["x"]])
+
+
+def test_without_matplotlib_report_md_is_still_written(tmp_path):
+    """A matplotlib that cannot be imported (shadowed on PYTHONPATH) must not stop report.md."""
+    shadow = tmp_path / "shadow" / "matplotlib"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("raise ImportError('matplotlib hidden by the test')\n")
+    source = tmp_path / "results.json"
+    source.write_text(json.dumps(sample()))
+    out = tmp_path / "out"
+    env = dict(os.environ, PYTHONPATH=str(tmp_path / "shadow"))
+    p = subprocess.run([sys.executable, str(SCRIPT), "--from", str(source), "--out", str(out)], capture_output=True,
+                       text=True, timeout=300, env=env)
+    assert p.returncode == 0, p.stderr
+    assert "matplotlib is not installed" in p.stderr
+    md = (out / "report.md").read_text()
+    assert "matplotlib is not installed (pip install matplotlib): plots skipped" in md
+    assert "| sgemm8 | pipelined, autotuned |" in md
+    assert not list(out.glob("*.png"))
