@@ -17,3 +17,6 @@ command -v nvcc >/dev/null || export PATH=/usr/local/cuda/bin:$PATH
 command -v nvcc >/dev/null || { echo "install-deps: nvcc not found (install the CUDA toolkit)"; exit 1; }
 # Python test dependencies (pytest) for the binding's tests.
 python3 -m pytest --version >/dev/null 2>&1 || python3 -m pip install -q pytest
+# matplotlib draws the plots of `parallax report` (scripts/report.py); without it the report still writes
+# report.md and the report_from_sample test is skipped.
+python3 -c 'import matplotlib' >/dev/null 2>&1 || python3 -m pip install -q matplotlib

@@ -13,3 +13,5 @@ ctest --test-dir "$BUILD" --output-on-failure -j"$(nproc)"
 if [ -d python/tests ]; then
   PARALLAX_LIB="$PWD/$BUILD/src/libparallax.so" python3 -m pytest -q python/tests
 fi
+# scripts/report.py on the committed sample results (no GPU, no library needed).
+python3 -m pytest -q tests/python

@@ -164,6 +164,25 @@ std::string serialize(const Document& document, int indent = 2);
 // Parses and validates; throws SchemaError naming the first offending field.
 Document parse(std::string_view json_text);
 
+// ---------------------------------------------------------------- merging
+//
+// `parallax report` runs each section (roofs, ladder, attention, ...) as its own command, each writing its own
+// document, and hands ONE document to the report script. merge() is that step:
+//   * device, version, git SHA, time, host, CUDA versions: from the first part (the sections of one report
+//     run on one machine from one binary); every part must name the same device, or the merged file would
+//     put numbers of two GPUs under one roof (InvalidArgument "parts")
+//   * ceilings: from the first part that has them
+//   * context: every part's keys prefixed with its label ("ladder.repetitions"), so equal keys of different
+//     sections cannot overwrite each other; a part whose git SHA differs from the first's is recorded as
+//     "merge.git_sha.<label>"
+//   * records: concatenated in part order, unchanged
+// command is left empty for the caller to fill in.
+struct Part {
+  std::string label;  // the section name: non-empty, unique among the parts, no '.'
+  Document document;
+};
+Document merge(const std::vector<Part>& parts);
+
 // File helpers (throw parallax::Error naming the path on I/O failure).
 void write_file(const Document& document, const std::string& path);
 Document read_file(const std::string& path);

@@ -490,6 +490,44 @@ Document parse(std::string_view text) {
   return document_from_json(j);
 }
 
+Document merge(const std::vector<Part>& parts) {
+  PX_REQUIRE(!parts.empty(), "parts", "needs at least one document to merge");
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    const std::string& label = parts[i].label;
+    PX_REQUIRE(!label.empty(), "parts", "the label of part " + std::to_string(i) + " is empty");
+    // Labels prefix context keys ("ladder.repetitions"): a '.' inside one would make the prefix ambiguous.
+    PX_REQUIRE(label.find('.') == std::string::npos, "parts",
+               "label '" + label + "' contains '.', which separates the label from the key in the context");
+    for (std::size_t j = 0; j < i; ++j)
+      PX_REQUIRE(parts[j].label != label, "parts",
+                 "label '" + label + "' appears twice (parts " + std::to_string(j) + " and " + std::to_string(i) + ")");
+    PX_REQUIRE(parts[i].document.schema == kSchema, "parts",
+               "part '" + label + "' has schema '" + parts[i].document.schema + "', expected '" +
+                   std::string(kSchema) + "'");
+    PX_REQUIRE(parts[i].document.device.name == parts[0].document.device.name, "parts",
+               "part '" + label + "' was measured on '" + parts[i].document.device.name + "' but part '" +
+                   parts[0].label + "' on '" + parts[0].document.device.name +
+                   "'; one results document describes one device");
+  }
+  const Document& first = parts.front().document;
+  Document merged;
+  merged.parallax_version = first.parallax_version;
+  merged.git_sha = first.git_sha;
+  merged.timestamp_utc = first.timestamp_utc;
+  merged.host = first.host;
+  merged.cuda_runtime_version = first.cuda_runtime_version;
+  merged.cuda_driver_version = first.cuda_driver_version;
+  merged.device = first.device;
+  for (const Part& part : parts) {
+    const Document& d = part.document;
+    if (!merged.ceilings && d.ceilings) merged.ceilings = d.ceilings;
+    if (d.git_sha != first.git_sha) merged.context.emplace_back("merge.git_sha." + part.label, d.git_sha);
+    for (const auto& [key, value] : d.context) merged.context.emplace_back(part.label + "." + key, value);
+    merged.records.insert(merged.records.end(), d.records.begin(), d.records.end());
+  }
+  return merged;
+}
+
 void write_file(const Document& document, const std::string& path) {
   const std::string text = serialize(document);
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
