@@ -35,11 +35,11 @@ void launch_wgmma_instance(const GemmArgs& p, cudaStream_t stream) {
   }
   auto kernel = gemm_wgmma_kernel<Cfg, In, Out, kAMnMajor, kBMnMajor>;
   PX_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes));
-  const bool pairs_aligned =
-      p.ldc % 2 == 0 && reinterpret_cast<std::uintptr_t>(p.c) % (2 * sizeof(Out)) == 0;
+  // 4-column pieces of the epilogue go out as one 8/16-byte access when every row start allows it.
+  const bool vec_ok = p.ldc % 4 == 0 && reinterpret_cast<std::uintptr_t>(p.c) % (4 * sizeof(Out)) == 0;
   const EpilogueParams ep{p.alpha, p.beta, p.bias, p.epilogue};
   kernel<<<blocks, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(map_a, map_b, p.m, p.n, p.k, static_cast<Out*>(p.c),
-                                                              p.ldc, pairs_aligned, ep);
+                                                              p.ldc, vec_ok, ep);
   PX_CUDA_CHECK_LAUNCH();
 }
 
