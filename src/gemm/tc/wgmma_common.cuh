@@ -171,11 +171,6 @@ __device__ __forceinline__ void mma_stage(const WgmmaSmem<Cfg>& sm, int s, int w
   }
 }
 
-// Named barrier over the 128 threads of consumer warpgroup `wg` (id 0 is __syncthreads).
-__device__ __forceinline__ void warpgroup_sync(int wg) {
-  asm volatile("bar.sync %0, 128;\n" ::"r"(wg + 1) : "memory");
-}
-
 // Up to four consecutive outputs of one row, columns col..col+count-1 (count <= 4). `vec`: all four inside
 // and the address aligned for one 4-element access. Same math as epilogue_store, element by element.
 template <typename Out>
@@ -201,19 +196,19 @@ __device__ __forceinline__ void store_four(Out* c, const float4& acc, int col, i
   *reinterpret_cast<Pack*>(c) = *reinterpret_cast<const Pack*>(out);
 }
 
-// The global side of one staged chunk: 64 rows x kChunk columns from the scratch, in 4-column pieces
-// (kChunk / 4 threads per row, 128 / (kChunk / 4) rows a pass). Not inlined: one copy of the epilogue math
-// (activations included) serves every chunk, every tile and every instantiation's call site.
+// The global side of one staged chunk of one warp: 16 rows x kChunk columns from the warp's scratch, in
+// 4-column pieces (kChunk / 4 lanes per row, 32 / (kChunk / 4) rows a pass). Not inlined: one copy of the
+// epilogue math (activations included) serves every chunk and every tile.
 template <int kChunk, int kPitch, typename Out>
-__device__ __noinline__ void store_chunk(const float* scratch, int t, int row0, int col0, int m, int n,
+__device__ __noinline__ void store_chunk(const float* scratch, int lane, int row0, int col0, int m, int n,
                                          Out* __restrict__ c, std::int64_t ldc, bool vec_ok, EpilogueParams ep) {
-  constexpr int kPerRow = kChunk / 4, kRowsPerPass = 128 / kPerRow;
-  const int piece_col = 4 * (t % kPerRow);
+  constexpr int kPerRow = kChunk / 4, kRowsPerPass = 32 / kPerRow;
+  const int piece_col = 4 * (lane % kPerRow);
   const int col = col0 + piece_col;
   if (col >= n) return;
   const int count = min(4, n - col);
 #pragma unroll 1
-  for (int r = t / kPerRow; r < 64 && row0 + r < m; r += kRowsPerPass) {
+  for (int r = lane / kPerRow; r < 16 && row0 + r < m; r += kRowsPerPass) {
     const float4 v = *reinterpret_cast<const float4*>(scratch + r * kPitch + piece_col);
     store_four(c + static_cast<std::int64_t>(row0 + r) * ldc + col, v, col, count, vec_ok && count == 4, ep);
   }
@@ -225,34 +220,38 @@ __device__ __noinline__ void store_chunk(const float* scratch, int t, int row0, 
 // rows, so a direct store is 4-byte scattered writes, and the fused epilogue (beta, bias, GELU/SiLU, three
 // output types) unrolled over all BN/2 accumulator registers is tens of thousands of instructions. Executed
 // once per tile, that code streams through the instruction cache from L2 (measured with ncu on an H100: warps
-// stalled on instruction fetch, 305 TFLOP/s for the 128x256 tile). Instead, per 32-column chunk: the registers
-// go to a padded fp32 scratch (a short unrolled sequence of 8-byte shared stores), then a loop of coalesced
-// 4-column pieces applies the epilogue with 8/16-byte global accesses. The loop body exists once per chunk.
+// stalled on instruction fetch, 305 TFLOP/s for the 128x256 tile). Instead, per 32-column chunk: each warp
+// moves its own 16 accumulator rows to a private padded fp32 scratch (a short unrolled sequence of 8-byte
+// shared stores), then a loop of coalesced 4-column pieces applies the epilogue with 8/16-byte global
+// accesses. The scratch is per warp, so a __syncwarp orders it (a warpgroup barrier per chunk was the top
+// stall reason in ncu).
 template <class Cfg, typename Out>
 __device__ __forceinline__ void store_tile(const float (&acc)[Cfg::BN / 2], float* scratch, int wg, int t, int m0,
                                            int n0, int m, int n, Out* __restrict__ c, std::int64_t ldc, bool vec_ok,
                                            const EpilogueParams& ep) {
   constexpr int kPitch = Cfg::kScratchPitch, kChunk = Cfg::kChunkN;
   const int warp = t / 32, lane = t % 32;
-  const int frag_row = warp * 16 + lane / 4, frag_col = 2 * (lane % 4);
-  const int row0 = m0 + wg * 64;
+  float* mine = scratch + warp * 16 * kPitch;
+  const int frag_row = lane / 4, frag_col = 2 * (lane % 4);
+  const int row0 = m0 + wg * 64 + warp * 16;
+  if (row0 >= m) return;  // uniform across the warp
 #pragma unroll
   for (int chunk = 0; chunk < Cfg::BN / kChunk; ++chunk) {
     const int col0 = n0 + chunk * kChunk;
-    if (col0 >= n) break;  // uniform across the warpgroup
-    warpgroup_sync(wg);    // the previous chunk's readers are done with the scratch
+    if (col0 >= n) break;  // uniform across the warp
+    __syncwarp();          // the previous chunk's reads of the scratch are done
 #pragma unroll
     for (int jj = 0; jj < kChunk / 8; ++jj) {
       const int j = chunk * (kChunk / 8) + jj;  // 8-column accumulator group
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         const int i = 4 * j + 2 * half;
-        *reinterpret_cast<float2*>(scratch + (frag_row + 8 * half) * kPitch + 8 * jj + frag_col) =
+        *reinterpret_cast<float2*>(mine + (frag_row + 8 * half) * kPitch + 8 * jj + frag_col) =
             make_float2(acc[i], acc[i + 1]);
       }
     }
-    warpgroup_sync(wg);
-    store_chunk<kChunk, kPitch>(scratch, t, row0, col0, m, n, c, ldc, vec_ok, ep);
+    __syncwarp();
+    store_chunk<kChunk, kPitch>(mine, lane, row0, col0, m, n, c, ldc, vec_ok, ep);
   }
 }
 
