@@ -41,6 +41,14 @@ __device__ __forceinline__ void cp_async_8(void* smem, const void* gmem, bool va
                "r"(valid ? 8 : 0)
                : "memory");
 }
+// 16-byte copy of which only the first `src_bytes` (0..16) are read from global memory; the rest of the 16
+// shared bytes are zero-filled. For a row chunk that straddles the matrix edge (k = 17: the third chunk of
+// a row holds one real element and seven zeros).
+__device__ __forceinline__ void cp_async_16_partial(void* smem, const void* gmem, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(smem)), "l"(gmem),
+               "r"(src_bytes)
+               : "memory");
+}
 // Closes the group of cp.asyncs issued since the last commit.
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 // Waits until at most N committed groups are still in flight (N = stages - 2 in a multi-stage pipeline).

@@ -121,18 +121,21 @@ struct DevMatrix {
   int rows, cols;
   std::int64_t ld;
   DeviceBuffer<unsigned char> buf;
+  int shift = 0;  // elements between the 256-byte aligned window start and element (0, 0): misaligned bases
   int elem() const { return parallax::dtype_size(type); }
-  void* data() { return buf.data() + kGuard; }
-  const void* data() const { return buf.data() + kGuard; }
+  void* data() { return buf.data() + kGuard + static_cast<std::size_t>(shift) * elem(); }
+  const void* data() const { return buf.data() + kGuard + static_cast<std::size_t>(shift) * elem(); }
   std::size_t offset(int r, int c) const {
-    return kGuard + (static_cast<std::size_t>(r) * static_cast<std::size_t>(ld) + static_cast<std::size_t>(c)) * elem();
+    return kGuard + static_cast<std::size_t>(shift) * elem() + (static_cast<std::size_t>(r) * static_cast<std::size_t>(ld) + static_cast<std::size_t>(c)) * elem();
   }
 };
 
-DevMatrix make_matrix(DType t, int rows, int cols, std::int64_t ld, std::uint64_t seed, bool fill) {
+// `shift` (< 16 elements) moves the base pointer off its 256-byte alignment (eats into the trailing guard).
+DevMatrix make_matrix(DType t, int rows, int cols, std::int64_t ld, std::uint64_t seed, bool fill, int shift = 0) {
   const int elem = parallax::dtype_size(t);
   DevMatrix m{t, rows, cols, ld,
-              DeviceBuffer<unsigned char>(2 * kGuard + static_cast<std::size_t>(rows) * static_cast<std::size_t>(ld) * elem)};
+              DeviceBuffer<unsigned char>(2 * kGuard + static_cast<std::size_t>(rows) * static_cast<std::size_t>(ld) * elem),
+              shift};
   m.buf.fill_bytes(0xFF);
   if (fill) {
     const std::size_t count = static_cast<std::size_t>(rows) * cols;
@@ -228,16 +231,19 @@ struct Case {
   bool bias = false;
   Epilogue epilogue = Epilogue::kNone;
   int pad = 0;  // added to every leading dimension
-  // Round every leading dimension (after pad) up to a multiple of 8 elements: the operands TMA can describe,
-  // so the sm_90a levels run their own kernel rather than the level-10 fallback.
-  bool ld_align8 = false;
-  std::int64_t ld_for(int cols) const { return ld_align8 ? (cols + pad + 7) / 8 * 8 : cols + pad; }
+  int shift = 0;              // every base pointer (A, B, C) moved by this many elements
+  bool ld_mult8 = false;      // round every leading dimension up to a multiple of 8 (after adding pad)
+  std::int64_t ld_for(int cols) const {
+    const std::int64_t ld = cols + pad;
+    return ld_mult8 ? (ld + 7) / 8 * 8 : ld;
+  }
   std::string label() const {
     return "m=" + std::to_string(m) + " n=" + std::to_string(n) + " k=" + std::to_string(k) + " op=" +
            std::string(parallax::op_name(op_a)) + std::string(parallax::op_name(op_b)) + " in=" +
            std::string(parallax::dtype_name(in)) + " out=" + std::string(parallax::dtype_name(out)) +
            " alpha=" + std::to_string(alpha) + " beta=" + std::to_string(beta) + " bias=" + (bias ? "yes" : "no") +
-           " act=" + std::string(parallax::epilogue_name(epilogue)) + " pad=" + std::to_string(pad) + (ld_align8 ? " ld%8=0" : "");
+           " act=" + std::string(parallax::epilogue_name(epilogue)) + " pad=" + std::to_string(pad) +
+           " shift=" + std::to_string(shift) + " ld_mult8=" + (ld_mult8 ? "yes" : "no");
   }
 };
 
@@ -253,8 +259,8 @@ Inputs make_inputs(const Case& c) {
   const std::uint64_t shape = (static_cast<std::uint64_t>(c.m) << 42) ^ (static_cast<std::uint64_t>(c.n) << 21) ^ c.k;
   const std::uint64_t variant = static_cast<std::uint64_t>(c.op_a) * 4 + static_cast<std::uint64_t>(c.op_b) * 2 +
                                 static_cast<std::uint64_t>(c.in) * 16;
-  DevMatrix a = make_matrix(c.in, a_rows, a_cols, c.ld_for(a_cols), seed_for(shape, variant, 'A'), true);
-  DevMatrix b = make_matrix(c.in, b_rows, b_cols, c.ld_for(b_cols), seed_for(shape, variant, 'B'), true);
+  DevMatrix a = make_matrix(c.in, a_rows, a_cols, c.ld_for(a_cols), seed_for(shape, variant, 'A'), true, c.shift);
+  DevMatrix b = make_matrix(c.in, b_rows, b_cols, c.ld_for(b_cols), seed_for(shape, variant, 'B'), true, c.shift);
   Product ref = reference_product(c.m, c.n, c.k, c.op_a, a, c.op_b, b);
   return {std::move(a), std::move(b), std::move(ref)};
 }
@@ -264,8 +270,8 @@ void run_and_check(const std::string& kernel, const Case& c, const Inputs& in) {
   SCOPED_TRACE(kernel + " " + c.label() + " " + seed_note());
   const std::uint64_t cs = seed_for((static_cast<std::uint64_t>(c.m) << 42) ^ (static_cast<std::uint64_t>(c.n) << 21) ^ c.k,
                                     static_cast<std::uint64_t>(c.out), 'C');
-  DevMatrix out = make_matrix(c.out, c.m, c.n, c.n + c.pad, cs, /*fill=*/c.beta != 0.f);
-  if (kernel.rfind("wgmma", 0) == 0 && c.ld_align8) {
+  DevMatrix out = make_matrix(c.out, c.m, c.n, c.ld_for(c.n), cs, /*fill=*/c.beta != 0.f, c.shift);
+  if (kernel.rfind("wgmma", 0) == 0 && c.ld_mult8 && c.shift == 0) {
     ASSERT_TRUE(tma_describable(in.a.data(), in.a.ld) && tma_describable(in.b.data(), in.b.ld))
         << "test bug: this case would run the level-10 fallback instead of the TMA kernel";
   }
@@ -342,8 +348,8 @@ void run_and_check(const std::string& kernel, const Case& c, const Inputs& in) {
   EXPECT_EQ(bad, 0u) << first_bad << " (worst err/tol " << worst << ")";
 }
 
-const std::vector<std::string> kKernels{"wmma", "cublas"};
-// The sm_90a levels, run on TMA-describable operands (Case::ld_align8) by the *Wgmma* tests below.
+const std::vector<std::string> kKernels{"wmma", "mma", "cublas"};
+// The sm_90a levels, run on TMA-describable operands (Case::ld_mult8) by the *Wgmma* tests below.
 const std::vector<std::string> kTmaKernels{"wgmma", "wgmma-ws", "wgmma-persistent"};
 constexpr Op kOps[2] = {Op::kN, Op::kT};
 constexpr DType kInputs[2] = {DType::kBF16, DType::kF16};
@@ -407,6 +413,56 @@ TEST_F(GemmTc, BiasAndActivations) {
         }
 }
 
+// Level 10 (mma) picks, per operand, a 16-byte cp.async path (base 16-byte aligned, ld % 8 == 0) or an
+// element-wise path (anything else), and a 128x128 or 64x64 block tile (64x64 when 128x128 tiles would
+// leave SMs idle: fewer tiles than SMs). The shared matrix above mostly has odd leading dimensions; this
+// test forces each path: ld rounded to a multiple of 8 with aligned bases (fast path, partial 16-byte chunks
+// at the k / m / n edges), bases shifted by one element (slow path, and misaligned C for the paired
+// epilogue stores), k values that are not multiples of the 32-wide k-tile (1, 17, 33, 72, 1000), and a
+// 2048 x 2048 output (256 big tiles: the 128x128 configuration on any GPU with <= 256 SMs) besides the
+// small shapes (64x64 configuration).
+TEST_F(GemmTc, MmaAlignedAndUnalignedPathsBothTileConfigs) {
+  struct MmaShape {
+    int m, n, k;
+    bool big;  // only bf16 / f32-out variants (the float64 reference is the cost)
+  };
+  const std::vector<MmaShape> shapes{{1, 1, 1, false},       {7, 17, 33, false},    {127, 129, 17, false},
+                                     {129, 127, 1000, false}, {64, 64, 32, false},  {1000, 7, 72, false},
+                                     {2048, 2048, 72, true}};
+  struct Layout {
+    int pad, shift;
+    bool mult8;
+  };
+  // {0, 0, true}: fast path; {8, 0, true}: fast path with padded rows; {0, 1, false}: odd base and whatever
+  // ld the shape gives; {1, 0, false}: aligned base, ld = cols + 1.
+  const std::vector<Layout> layouts{{0, 0, true}, {8, 0, true}, {0, 1, false}, {1, 0, false}};
+  for (const MmaShape& s : shapes)
+    for (const Layout& l : layouts)
+      for (DType in_type : kInputs) {
+        if (s.big && in_type != DType::kBF16) continue;
+        for (Op op_a : kOps)
+          for (Op op_b : kOps) {
+            Case base{s.m, s.n, s.k, op_a, op_b, in_type};
+            base.pad = l.pad;
+            base.shift = l.shift;
+            base.ld_mult8 = l.mult8;
+            const Inputs in = make_inputs(base);
+            for (DType out : kOutputs) {
+              if (s.big && out == DType::kF16) continue;
+              for (float beta : {0.f, 1.5f}) {
+                Case c = base;
+                c.out = out;
+                c.beta = beta;
+                c.alpha = beta == 0.f ? 1.f : -0.75f;
+                c.bias = beta != 0.f;
+                c.epilogue = out == DType::kBF16 ? Epilogue::kGelu : Epilogue::kNone;
+                run_and_check("mma", c, in);
+              }
+            }
+          }
+      }
+}
+
 TEST_F(GemmTc, AutoRunsTheTensorCoreLevel) {
   Case c{129, 127, 129, Op::kT, Op::kN, DType::kBF16, DType::kBF16};
   c.beta = 1.5f;
@@ -414,11 +470,13 @@ TEST_F(GemmTc, AutoRunsTheTensorCoreLevel) {
   run_and_check("auto", c, in);
 }
 
-// 4095-sized problems (odd edge tiles everywhere), too big for the float64 reference: wmma against cuBLAS,
+// 4095-sized problems (odd edge tiles everywhere), too big for the float64 reference: wmma and mma against cuBLAS,
 // both with f32 output. The bound is twice the accumulation term of tolerance() for both.
 TEST_F(GemmTc, LargeAgainstCublas) {
   if (quick_mode()) GTEST_SKIP() << "PARALLAX_TEST_QUICK set";
-  const std::vector<Shape> shapes{{4095, 1000, 4095, 0}, {1000, 4095, 129, 5}, {4095, 4095, 1000, 0}};
+  // 4095 / 1005 leading dimensions: level 10 runs its element-wise (unaligned) path; 2048: its cp.async path.
+  const std::vector<Shape> shapes{{4095, 1000, 4095, 0}, {1000, 4095, 129, 5}, {4095, 4095, 1000, 0},
+                                  {2048, 2048, 4096, 0}};
   for (const Shape& s : shapes)
     for (Op op_a : kOps)
       for (Op op_b : kOps) {
@@ -429,7 +487,6 @@ TEST_F(GemmTc, LargeAgainstCublas) {
         const int b_rows = op_b == Op::kN ? c.k : c.n, b_cols = op_b == Op::kN ? c.n : c.k;
         DevMatrix a = make_matrix(c.in, a_rows, a_cols, a_cols + c.pad, seed_for(s.m, s.k, 'A'), true);
         DevMatrix b = make_matrix(c.in, b_rows, b_cols, b_cols + c.pad, seed_for(s.k, s.n, 'B'), true);
-        DevMatrix d1 = make_matrix(DType::kF32, c.m, c.n, c.n + c.pad, 0, false);
         DevMatrix d2 = make_matrix(DType::kF32, c.m, c.n, c.n + c.pad, 0, false);
         GemmArgs p;
         p.m = c.m;
@@ -443,13 +500,18 @@ TEST_F(GemmTc, LargeAgainstCublas) {
         p.lda = a.ld;
         p.b = b.data();
         p.ldb = b.ld;
-        p.ldc = d1.ld;
-        p.c = d1.data();
-        parallax::gemm(p, nullptr, "wmma");
+        p.ldc = d2.ld;
         p.c = d2.data();
         parallax::gemm(p, nullptr, "cublas");
         PX_CUDA_CHECK(cudaDeviceSynchronize());
-        const auto x = d1.buf.download(), y = d2.buf.download();
+        const auto y = d2.buf.download();
+        for (const char* kernel : {"wmma", "mma"}) {
+        SCOPED_TRACE(kernel);
+        DevMatrix d1 = make_matrix(DType::kF32, c.m, c.n, c.n + c.pad, 0, false);
+        p.c = d1.data();
+        parallax::gemm(p, nullptr, kernel);
+        PX_CUDA_CHECK(cudaDeviceSynchronize());
+        const auto x = d1.buf.download();
         double diff2 = 0, ref2 = 0;
         std::size_t non_finite = 0;
         for (int i = 0; i < c.m; ++i)
@@ -467,7 +529,8 @@ TEST_F(GemmTc, LargeAgainstCublas) {
         // Relative Frobenius difference: each side ~2^-24 sqrt(k) in the worst random case; 2^-20 sqrt(k)
         // leaves a 16x margin.
         const double rel = std::sqrt(diff2 / std::max(ref2, 1e-300));
-        EXPECT_LE(rel, std::ldexp(1.0, -20) * std::sqrt(static_cast<double>(c.k))) << "wmma vs cublas";
+        EXPECT_LE(rel, std::ldexp(1.0, -20) * std::sqrt(static_cast<double>(c.k))) << kernel << " vs cublas";
+        }
       }
 }
 
@@ -498,7 +561,7 @@ TEST_F(GemmTcWgmma, AllTransposesShapesBetasAndOutputTypes) {
         for (Op op_b : kOps) {
           Case base{s.m, s.n, s.k, op_a, op_b, in_type};
           base.pad = s.pad;
-          base.ld_align8 = true;
+          base.ld_mult8 = true;
           const Inputs in = make_inputs(base);
           for (DType out : kOutputs)
             for (float beta : {0.f, 1.5f}) {
@@ -519,7 +582,7 @@ TEST_F(GemmTcWgmma, BiasAndActivations) {
         for (Op op_b : kOps) {
           Case base{s.m, s.n, s.k, op_a, op_b, in_type};
           base.pad = s.pad;
-          base.ld_align8 = true;
+          base.ld_mult8 = true;
           const Inputs in = make_inputs(base);
           struct Variant {
             bool bias;
@@ -545,7 +608,7 @@ TEST_F(GemmTcWgmma, PersistentMoreTilesThanSms) {
   for (Op op_a : kOps)
     for (Op op_b : kOps) {
       Case c{2047, 2300, 72, op_a, op_b, DType::kBF16, DType::kBF16};
-      c.ld_align8 = true;
+      c.ld_mult8 = true;
       c.beta = 1.5f;
       c.bias = true;
       const Inputs in = make_inputs(c);
@@ -563,7 +626,7 @@ TEST_F(GemmTcWgmma, LargeAgainstCublas) {
       for (Op op_b : kOps) {
         Case c{s.m, s.n, s.k, op_a, op_b, DType::kBF16, DType::kF32};
         c.pad = s.pad;
-        c.ld_align8 = true;
+        c.ld_mult8 = true;
         const int a_rows = op_a == Op::kN ? c.m : c.k, a_cols = op_a == Op::kN ? c.k : c.m;
         const int b_rows = op_b == Op::kN ? c.k : c.n, b_cols = op_b == Op::kN ? c.n : c.k;
         DevMatrix a = make_matrix(c.in, a_rows, a_cols, c.ld_for(a_cols), seed_for(s.m, s.k, 'A'), true);
