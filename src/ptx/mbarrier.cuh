@@ -15,7 +15,9 @@
 
 #include "ptx/sm80.cuh"  // smem_addr
 
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+// wgmma and setmaxnreg exist only in the arch-specific sm_90a target (not plain sm_90), so everything Hopper
+// keys on the feature macro nvcc defines for it.
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define PX_SM90_PTX 1
 #else
 #define PX_SM90_PTX 0

@@ -259,7 +259,7 @@ template <class Cfg, typename In, typename Out, bool kAMnMajor, bool kBMnMajor>
 __global__ void __launch_bounds__(Cfg::kThreads, 1)
     gemm_wgmma_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b, int m,
                       int n, int k, Out* __restrict__ c, std::int64_t ldc, bool vec_ok, EpilogueParams ep) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#if PX_SM90_PTX
   extern __shared__ unsigned char smem_raw[];
   const std::uintptr_t raw = reinterpret_cast<std::uintptr_t>(smem_raw);
   const WgmmaSmem<Cfg> sm{smem_raw + ((1024 - raw % 1024) % 1024)};
