@@ -24,8 +24,10 @@
 //                       reallocation (sm_90a)
 //   "wgmma-persistent"  level 13: persistent grid with an L2-friendly tile schedule (sm_90a)
 //   The sm_90a levels need operands TMA can describe (16-byte aligned base pointers and leading dimensions
-//   that are multiples of 8 elements); any other valid call runs level 10 instead, so a valid shape is never
-//   an error. On a GPU older than sm_90 they throw Error naming the requirement.
+//   that are multiples of 8 elements). Otherwise a big product (>= 2 GFLOP) first copies the offending
+//   operand into an aligned stream-ordered buffer (memory-bound, a few percent of the product), and a small
+//   one runs level 10: a valid shape is never an error. On a GPU older than sm_90 they throw Error naming
+//   the requirement.
 //   "cublas"  the peer / reference: cublasGemmEx, CUBLAS_COMPUTE_32F (+ a separate epilogue kernel when
 //             bias / activation / mixed output type need it)
 //   "auto"              the best parallax kernel for this device and shape (see gemm_dispatch.cpp)

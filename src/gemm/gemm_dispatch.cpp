@@ -1,6 +1,7 @@
 // Host side of the tensor-core GEMM: names, argument validation, dispatch to the level launchers.
 // No device code here; kernels live under tc/, one file per level (the cuBLAS peer in tc/cublas_peer.cu).
 #include <array>
+#include <functional>
 #include <climits>
 #include <cmath>
 #include <cstdint>
@@ -158,6 +159,57 @@ bool tma_compatible(const GemmArgs& p) {
   return aligned16(p.a) && aligned16(p.b) && (p.lda * in_size) % 16 == 0 && (p.ldb * in_size) % 16 == 0;
 }
 
+bool repacking_pays(const GemmArgs& p) {
+  // Copying an operand costs ~2 x its bytes of memory traffic (a few microseconds for tens of MB); level 10
+  // on unaligned rows loads element by element and runs at a fraction of the TMA kernels' speed. Below a
+  // few GFLOP the launch and copy overheads are comparable to the product itself.
+  return 2.0 * p.m * p.n * p.k >= 2e9;
+}
+
+void gemm_with_repacked_operands(const GemmArgs& p, cudaStream_t stream,
+                                 const std::function<void(const GemmArgs&, cudaStream_t)>& launch) {
+  const std::int64_t elem = dtype_size(p.a_type);
+  const auto aligned16 = [](const void* ptr) { return reinterpret_cast<std::uintptr_t>(ptr) % 16 == 0; };
+  GemmArgs q = p;
+  // Stored shapes: A is m x k (N) or k x m (T); B is k x n (N) or n x k (T).
+  const int a_rows = p.op_a == Op::kN ? p.m : p.k, a_cols = p.op_a == Op::kN ? p.k : p.m;
+  const int b_rows = p.op_b == Op::kN ? p.k : p.n, b_cols = p.op_b == Op::kN ? p.n : p.k;
+  const bool copy_a = !(aligned16(p.a) && (p.lda * elem) % 16 == 0);
+  const bool copy_b = !(aligned16(p.b) && (p.ldb * elem) % 16 == 0);
+  const auto padded = [](int cols) { return (static_cast<std::int64_t>(cols) + 7) / 8 * 8; };
+  void* a_copy = nullptr;
+  void* b_copy = nullptr;
+  const auto release = [&] {
+    if (a_copy) cudaFreeAsync(a_copy, stream);
+    if (b_copy) cudaFreeAsync(b_copy, stream);
+  };
+  try {
+    // Stream-ordered allocations (the pool makes repeated calls cheap) and pitched copies: the padding
+    // columns are never read, the tensor maps carry the logical sizes.
+    if (copy_a) {
+      q.lda = padded(a_cols);
+      PX_CUDA_CHECK(cudaMallocAsync(&a_copy, static_cast<std::size_t>(a_rows * q.lda * elem), stream));
+      PX_CUDA_CHECK(cudaMemcpy2DAsync(a_copy, static_cast<std::size_t>(q.lda * elem), p.a,
+                                      static_cast<std::size_t>(p.lda * elem), static_cast<std::size_t>(a_cols * elem),
+                                      static_cast<std::size_t>(a_rows), cudaMemcpyDeviceToDevice, stream));
+      q.a = a_copy;
+    }
+    if (copy_b) {
+      q.ldb = padded(b_cols);
+      PX_CUDA_CHECK(cudaMallocAsync(&b_copy, static_cast<std::size_t>(b_rows * q.ldb * elem), stream));
+      PX_CUDA_CHECK(cudaMemcpy2DAsync(b_copy, static_cast<std::size_t>(q.ldb * elem), p.b,
+                                      static_cast<std::size_t>(p.ldb * elem), static_cast<std::size_t>(b_cols * elem),
+                                      static_cast<std::size_t>(b_rows), cudaMemcpyDeviceToDevice, stream));
+      q.b = b_copy;
+    }
+    launch(q, stream);
+  } catch (...) {
+    release();
+    throw;
+  }
+  release();
+}
+
 namespace {
 int current_cc_major() {
   int device = 0, major = 0;
@@ -177,7 +229,16 @@ void require_sm90(std::string_view kernel_name) {
 GemmKernel choose_gemm_kernel(const GemmArgs& p) {
   const int major = current_cc_major();
   if (major < 8) return GemmKernel::kCublas;  // the parallax kernels are built for sm_80 and sm_90a
-  if (major == 9 && tma_compatible(p)) return GemmKernel::kWgmmaPersistent;
+  if (major != 9 || !(tma_compatible(p) || repacking_pays(p))) return GemmKernel::kMma;
+  // Wave quantization: the 128 x 256 tiles of levels 12/13 need enough tiles to give every SM work; below
+  // half an SM's worth the 128 x 128 tiles of level 11, below that level 10's small tiles.
+  int device = 0, sms = 0;
+  PX_CUDA_CHECK(cudaGetDevice(&device));
+  PX_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const long long tiles_256 = static_cast<long long>((p.m + 127) / 128) * ((p.n + 255) / 256);
+  const long long tiles_128 = static_cast<long long>((p.m + 127) / 128) * ((p.n + 127) / 128);
+  if (2 * tiles_256 >= sms) return GemmKernel::kWgmmaPersistent;
+  if (2 * tiles_128 >= sms) return GemmKernel::kWgmma;
   return GemmKernel::kMma;
 }
 
@@ -229,13 +290,19 @@ void gemm(const GemmArgs& args, cudaStream_t stream, GemmKernel kernel) {
     case GemmKernel::kMma: return detail::launch_gemm_mma(args, stream);
     case GemmKernel::kWgmma:
     case GemmKernel::kWgmmaWs:
-    case GemmKernel::kWgmmaPersistent:
+    case GemmKernel::kWgmmaPersistent: {
       detail::require_sm90(gemm_kernel_name(kernel));
-      // TMA cannot describe this operand layout: the same product on level 10 (never an error, see gemm.hpp).
-      if (!detail::tma_compatible(args)) return detail::launch_gemm_mma(args, stream);
-      if (kernel == GemmKernel::kWgmma) return detail::launch_gemm_wgmma(args, stream);
-      if (kernel == GemmKernel::kWgmmaWs) return detail::launch_gemm_wgmma_ws(args, stream);
-      return detail::launch_gemm_wgmma_persistent(args, stream);
+      const auto launch = [kernel](const GemmArgs& p, cudaStream_t s) {
+        if (kernel == GemmKernel::kWgmma) return detail::launch_gemm_wgmma(p, s);
+        if (kernel == GemmKernel::kWgmmaWs) return detail::launch_gemm_wgmma_ws(p, s);
+        return detail::launch_gemm_wgmma_persistent(p, s);
+      };
+      if (detail::tma_compatible(args)) return launch(args, stream);
+      // TMA cannot describe an operand (odd leading dimension or base): a big product repacks it into an
+      // aligned copy and still runs on TMA; a small one runs level 10 (never an error, see gemm.hpp).
+      if (detail::repacking_pays(args)) return detail::gemm_with_repacked_operands(args, stream, launch);
+      return detail::launch_gemm_mma(args, stream);
+    }
   }
 }
 

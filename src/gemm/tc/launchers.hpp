@@ -4,6 +4,7 @@
 
 #include <cuda_runtime.h>
 
+#include <functional>
 #include <string_view>
 
 #include "parallax/gemm.hpp"
@@ -20,6 +21,13 @@ void launch_gemm_wgmma_persistent(const GemmArgs& args, cudaStream_t stream);  /
 // True when TMA can load both operands: base pointers 16-byte aligned and leading dimensions whose byte
 // stride is a multiple of 16 (the rules of cuTensorMapEncodeTiled for the non-innermost global stride).
 bool tma_compatible(const GemmArgs& args);
+// Whether a product whose operands TMA cannot describe is big enough to be worth copying them into aligned
+// buffers first (gemm_with_repacked_operands) rather than running level 10 on them.
+bool repacking_pays(const GemmArgs& args);
+// Copies every operand TMA cannot describe into a stream-ordered buffer with 16-byte aligned rows, then
+// runs `launch` on the copies (C is written in place as usual). Memory-bound, a few percent of a big product.
+void gemm_with_repacked_operands(const GemmArgs& args, cudaStream_t stream,
+                                 const std::function<void(const GemmArgs&, cudaStream_t)>& launch);
 // Throws Error when the current device is older than sm_90 ("kernel <name> needs an sm_90 GPU ...").
 void require_sm90(std::string_view kernel_name);
 // What kernel "auto" runs for these arguments on the current device.
