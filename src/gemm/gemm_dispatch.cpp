@@ -238,7 +238,7 @@ GemmKernel choose_gemm_kernel(const GemmArgs& p) {
   PX_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   const long long tiles_256 = static_cast<long long>((p.m + 127) / 128) * ((p.n + 255) / 256);
   if (2 * tiles_256 >= sms) return GemmKernel::kWgmmaPersistent;
-  return tma_compatible(p) ? GemmKernel::kWgmma : GemmKernel::kMma;
+  return GemmKernel::kWgmma;  // repacks or falls back to level 10 itself when TMA cannot describe the operands
 }
 
 }  // namespace detail
