@@ -15,8 +15,8 @@
 //       whole loop (D/16 fragments of 4 registers: Q is read from shared memory exactly once)
 //     S[16 x kBc] = Q K_j^T: ldmatrix (non-transposed: K is [key][d], i.e. already "column-major" for the
 //       B operand of a row.col mma), D/16 x kBc/8 mma
-//     mask (only the tiles that need it), online softmax in fp32 registers with exp2f: the softmax scale is
-//       folded into log2(e) so p = exp2(s * scale*log2e - m) is one FFMA + one MUFU.EX2 per score
+//     mask (only the tiles that need it), online softmax in fp32 registers with ex2.approx.ftz: the softmax scale is
+//       folded into log2(e) so p = 2^(s * scale*log2e - m) is one FFMA + one MUFU.EX2 per score
 //     P is rounded to 16 bits and repacked in registers as the A fragment of the next mma: the C layout of
 //       m16n8 (rows g, g+8; columns 2q, 2q+1) is exactly the A layout of m16k16 for two adjacent n-tiles,
 //       so P never touches shared memory
@@ -273,12 +273,12 @@ __global__ void __launch_bounds__(Tile::kThreads, 1) attention_mma_kernel(const 
 #pragma unroll
       for (int t = 0; t < Tile::kKeyTiles8; ++t)
         tile_max = fmaxf(tile_max, fmaxf(s[t][2 * r], s[t][2 * r + 1]));
-      tile_max = quad_max(tile_max) * p.scale_log2;  // -inf stays -inf (scale > 0)
+      tile_max = quad_max(tile_max) * p.scale_log2;  // -inf stays -inf (validate() requires scale > 0)
       const float m_new = fmaxf(m_run[r], tile_max);
       // A row with no visible key so far has m_new = -inf: subtract 0 instead so every exp2 is exp2(-inf) = 0
       // and no (-inf) - (-inf) = NaN appears; its correction factor is irrelevant (o and l are still 0).
       const float m_use = (m_new == kNegInf) ? 0.0f : m_new;
-      const float alpha = exp2f(m_run[r] - m_use);  // exp2(-inf) = 0 on the first visible tile
+      const float alpha = ptx::ex2_approx_ftz(m_run[r] - m_use);  // exp2(-inf) = 0 on the first visible tile
       m_run[r] = m_new;
       l_part[r] *= alpha;
 #pragma unroll
@@ -288,8 +288,8 @@ __global__ void __launch_bounds__(Tile::kThreads, 1) attention_mma_kernel(const 
       }
 #pragma unroll
       for (int t = 0; t < Tile::kKeyTiles8; ++t) {
-        const float p0 = exp2f(fmaf(s[t][2 * r], p.scale_log2, -m_use));
-        const float p1 = exp2f(fmaf(s[t][2 * r + 1], p.scale_log2, -m_use));
+        const float p0 = ptx::ex2_approx_ftz(fmaf(s[t][2 * r], p.scale_log2, -m_use));
+        const float p1 = ptx::ex2_approx_ftz(fmaf(s[t][2 * r + 1], p.scale_log2, -m_use));
         s[t][2 * r] = p0;
         s[t][2 * r + 1] = p1;
         l_part[r] += p0 + p1;
