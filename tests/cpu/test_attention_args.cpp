@@ -14,6 +14,7 @@
 
 #include "parallax/attention.hpp"
 #include "parallax/core.hpp"
+#include "parallax/parallax.h"
 
 namespace {
 
@@ -30,7 +31,7 @@ void expect_validate_throws(const AttentionArgs& a, const std::string& argument,
 // Disjoint host regions standing in for device buffers: B=2, Sq=3, Sk=5, H=4, Hkv=2, D=64, dense.
 struct Fixture {
   static constexpr int B = 2, Sq = 3, Sk = 5, H = 4, Hkv = 2, D = 64;
-  alignas(16) std::vector<std::uint16_t> q = std::vector<std::uint16_t>(B * Sq * H * D + 64);
+  std::vector<std::uint16_t> q = std::vector<std::uint16_t>(B * Sq * H * D + 64);
   std::vector<std::uint16_t> k = std::vector<std::uint16_t>(B * Sk * Hkv * D + 64);
   std::vector<std::uint16_t> v = std::vector<std::uint16_t>(B * Sk * Hkv * D + 64);
   std::vector<std::uint16_t> out = std::vector<std::uint16_t>(B * Sq * H * D + 64);
@@ -245,6 +246,38 @@ TEST(AttentionReference, HandCheckedValues) {
   EXPECT_EQ(r.out[0], 0.0);
   EXPECT_TRUE(std::isinf(r.lse[0]) && r.lse[0] < 0);
   EXPECT_DOUBLE_EQ(r.out[64], 10.0);  // row 1 sees key 0 only
+}
+
+// The C ABI converts its struct and calls the same validation: statuses and messages, no GPU needed.
+TEST(AttentionCApi, ValidatesTheStructAndTheArguments) {
+  Fixture f;
+  parallax_attention_args_t c{};
+  c.struct_size = sizeof c;
+  c.dtype = PARALLAX_DTYPE_BF16;
+  c.batch = Fixture::B, c.seqlen_q = Fixture::Sq, c.seqlen_k = Fixture::Sk, c.heads = Fixture::H;
+  c.heads_kv = Fixture::Hkv, c.head_dim = 96;
+  c.q = f.q.data(), c.k = f.k.data(), c.v = f.v.data(), c.out = f.out.data();
+  const auto dense = [](std::int64_t* s, int S, int H, int D) { s[0] = std::int64_t{S} * H * D, s[1] = std::int64_t{H} * D, s[2] = D; };
+  dense(c.q_strides, Fixture::Sq, Fixture::H, 64), dense(c.out_strides, Fixture::Sq, Fixture::H, 64);
+  dense(c.k_strides, Fixture::Sk, Fixture::Hkv, 64), dense(c.v_strides, Fixture::Sk, Fixture::Hkv, 64);
+  EXPECT_EQ(parallax_attention_forward(&c, "tiled", nullptr), PARALLAX_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(parallax_last_error()).find("'head_dim': must be one of 64, 128 (got head_dim=96)"), std::string::npos)
+      << parallax_last_error();
+  c.head_dim = 64;
+  c.seqlen_k = std::int64_t{1} << 40;
+  EXPECT_EQ(parallax_attention_forward(&c, nullptr, nullptr), PARALLAX_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(parallax_last_error()).find("'seqlen_k': must fit in 32 bits"), std::string::npos) << parallax_last_error();
+  c.seqlen_k = Fixture::Sk;
+  c.softmax_scale = -1.f;  // 0 means default; anything else is validated
+  EXPECT_EQ(parallax_attention_forward(&c, "auto", nullptr), PARALLAX_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(parallax_last_error()).find("'softmax_scale'"), std::string::npos) << parallax_last_error();
+  c.softmax_scale = 0.f;
+  EXPECT_EQ(parallax_attention_forward(&c, "nope", nullptr), PARALLAX_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(parallax_last_error()).find("unknown attention kernel 'nope'"), std::string::npos);
+  c.struct_size = 8;
+  EXPECT_EQ(parallax_attention_forward(&c, nullptr, nullptr), PARALLAX_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(parallax_last_error()).find("'args->struct_size'"), std::string::npos) << parallax_last_error();
+  EXPECT_EQ(parallax_attention_forward(nullptr, nullptr, nullptr), PARALLAX_ERROR_INVALID_ARGUMENT);
 }
 
 }  // namespace
