@@ -24,6 +24,7 @@ using Action = std::function<int()>;
 void add_info(CLI::App& root, Action& action);
 void add_gemm(CLI::App& root, Action& action);
 void add_tune(CLI::App& root, Action& action);
+void add_attention(CLI::App& root, Action& action);
 void add_report(CLI::App& root, Action& action);
 
 // The root app with every subcommand registered.

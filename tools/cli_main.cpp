@@ -18,6 +18,7 @@ std::unique_ptr<CLI::App> make_app(Action& action) {
   add_info(*app, action);
   add_gemm(*app, action);
   add_tune(*app, action);
+  add_attention(*app, action);
   add_report(*app, action);
   return app;
 }

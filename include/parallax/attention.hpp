@@ -77,6 +77,10 @@ std::vector<std::string_view> attention_kernel_names();
 std::string_view attention_kernel_name(AttentionKernel kernel);
 AttentionKernel parse_attention_kernel(std::string_view text);  // names or level numbers "1".."4"
 
+// FLOP count of one forward, the convention of the FlashAttention papers: 4 * B * H * Sq * Sk * D (two GEMMs
+// of 2 * Sq * Sk * D each), halved when causal (no correction for Sq != Sk or the diagonal).
+double attention_flops(int batch, int heads, int seqlen_q, int seqlen_k, int head_dim, bool causal);
+
 // Asynchronous on `stream`; validates everything on the host first.
 void attention_forward(const AttentionArgs& args, cudaStream_t stream = nullptr, std::string_view kernel = "auto");
 void attention_forward(const AttentionArgs& args, cudaStream_t stream, AttentionKernel kernel);

@@ -231,11 +231,40 @@ PARALLAX_API parallax_status_t parallax_gemm(const parallax_gemm_args_t* args, c
                                              cudaStream_t stream) PARALLAX_NOEXCEPT;
 
 /* ---------------------------------------------------------------------------------------------------------
+ * FlashAttention forward (parallax/attention.hpp): out = softmax(scale * q k^T + mask) v.
+ * q, out: [B, Sq, H, D]; k, v: [B, Sk, Hkv, D]; strides in elements {batch, seq, head}, unit stride along D.
+ * lse: optional [B, H, Sq] fp32 contiguous (NULL: not written). softmax_scale == 0: 1 / sqrt(head_dim).
+ * Causal masking is bottom-right aligned; a fully masked row gives out 0 and lse -inf. dtype f16 or bf16,
+ * head_dim 64 or 128, heads % heads_kv == 0. The caller sets struct_size = sizeof(parallax_attention_args_t).
+ * `kernel`: NULL or "auto", else "reference", "tiled", "mma", "wgmma" or a level number "1".."4"; a level
+ * that is not written yet returns PARALLAX_ERROR_NOT_IMPLEMENTED. Asynchronous on `stream`.
+ * ------------------------------------------------------------------------------------------------------- */
+typedef struct parallax_attention_args {
+  uint64_t struct_size;
+  int32_t dtype; /* parallax_dtype_t */
+  int32_t causal;
+  int64_t batch, seqlen_q, seqlen_k, heads, heads_kv, head_dim;
+  const void* q;
+  int64_t q_strides[3];
+  const void* k;
+  int64_t k_strides[3];
+  const void* v;
+  int64_t v_strides[3];
+  void* out;
+  int64_t out_strides[3];
+  float* lse;
+  float softmax_scale;
+} parallax_attention_args_t;
+
+PARALLAX_API parallax_status_t parallax_attention_forward(const parallax_attention_args_t* args, const char* kernel,
+                                                          cudaStream_t stream) PARALLAX_NOEXCEPT;
+
+/* ---------------------------------------------------------------------------------------------------------
  * Planned (declared here once they exist, so that everything this header declares works; a binding can
  * feature-test for a symbol with dlsym):
  *
- *   FlashAttention forward / backward on (batch, seqlen, heads, head_dim) tensors given by strides in
- *   elements, f16 / bf16, optional causal mask, softmax_scale, log-sum-exp out.
+ *   FlashAttention backward (the forward is declared above):
+ *     parallax_status_t parallax_attention_backward(... q, k, v, out, dout, lse -> dq, dk, dv ...);
  * ------------------------------------------------------------------------------------------------------- */
 
 #ifdef __cplusplus

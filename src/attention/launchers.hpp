@@ -10,6 +10,14 @@ namespace parallax::detail {
 
 void launch_attention_reference(const AttentionArgs& args, cudaStream_t stream);  // level 1
 void launch_attention_tiled(const AttentionArgs& args, cudaStream_t stream);      // level 2
+// Levels 3 and 4 (mma, wgmma) load 16-byte vectors (8 elements) along D: the dispatch runs them only when
+// attention_vector_aligned(args) holds (q/k/v/out bases 16-byte aligned and every seq/head/batch stride a
+// multiple of 8 elements); "auto" falls back to level 2 otherwise, an explicit request is an InvalidArgument.
+bool attention_vector_aligned(const AttentionArgs& args);
+// What kernel "auto" runs for these arguments on the current device: "mma" on sm_80+ with 16-byte-aligned
+// operands, else "tiled" ("wgmma" joins once level 4 is more than a placeholder).
+AttentionKernel choose_attention_kernel(const AttentionArgs& args);
+
 void launch_attention_mma(const AttentionArgs& args, cudaStream_t stream);        // level 3, sm_80+
 void launch_attention_wgmma(const AttentionArgs& args, cudaStream_t stream);      // level 4, sm_90a
 

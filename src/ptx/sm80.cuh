@@ -124,4 +124,14 @@ template <> __device__ __forceinline__ std::uint32_t pack2<__half>(float lo, flo
   return *reinterpret_cast<const std::uint32_t*>(&v);
 }
 
+// ---- special functions -----------------------------------------------------------------------------------
+// 2^x on the SFU (MUFU.EX2, ~2 ulp), flushing subnormal results to zero. exp2f() compiles to the non-.ftz
+// form, which adds instructions to rescale subnormal outputs; softmax probabilities below 2^-126 contribute
+// nothing to an fp32 sum, so attention uses this. 2^-inf = +0, which the online softmax relies on.
+__device__ __forceinline__ float ex2_approx_ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
 }  // namespace parallax::ptx

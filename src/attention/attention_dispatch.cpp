@@ -1,0 +1,221 @@
+// Host side of the attention forward: names, argument validation, dispatch to the level launchers.
+// No device code here; kernels live next to this file, one per level (attn_0N_*.cu).
+#include <array>
+#include <climits>
+#include <cmath>
+#include <cstdint>
+#include <string>
+
+#include "attention/launchers.hpp"
+#include "parallax/attention.hpp"
+#include "parallax/core.hpp"
+
+namespace parallax {
+namespace {
+
+struct KernelEntry {
+  AttentionKernel kernel;
+  std::string_view name;
+};
+constexpr std::array<KernelEntry, 5> kKernels{{
+    {AttentionKernel::kAuto, "auto"},
+    {AttentionKernel::kReference, "reference"},
+    {AttentionKernel::kTiled, "tiled"},
+    {AttentionKernel::kMma, "mma"},
+    {AttentionKernel::kWgmma, "wgmma"},
+}};
+constexpr std::array<int, 2> kHeadDims{64, 128};
+
+std::string valid_kernel_list() {
+  std::string s;
+  for (const auto& e : kKernels) s += std::string(s.empty() ? "" : ", ") + std::string(e.name);
+  return s;
+}
+std::string head_dim_list() {
+  std::string s;
+  for (int d : kHeadDims) s += std::string(s.empty() ? "" : ", ") + std::to_string(d);
+  return s;
+}
+std::string got(const char* name, long long v) { return std::string(" (got ") + name + "=" + std::to_string(v) + ")"; }
+std::string got2(const char* name, long long v, const char* other, long long w) {
+  return std::string(" (got ") + name + "=" + std::to_string(v) + ", " + other + "=" + std::to_string(w) + ")";
+}
+
+// Half-open byte range touched by a strided [B, S, H, D] tensor (strides already checked >= 0).
+struct ByteRange {
+  std::uintptr_t begin, end;
+};
+ByteRange tensor_range(const void* ptr, int b, int s, int h, int d, const AttentionStrides& st, int elem) {
+  const auto begin = reinterpret_cast<std::uintptr_t>(ptr);
+  const std::uint64_t last = static_cast<std::uint64_t>(b - 1) * static_cast<std::uint64_t>(st.batch) +
+                             static_cast<std::uint64_t>(s - 1) * static_cast<std::uint64_t>(st.seq) +
+                             static_cast<std::uint64_t>(h - 1) * static_cast<std::uint64_t>(st.head) +
+                             static_cast<std::uint64_t>(d);
+  return {begin, begin + static_cast<std::uintptr_t>(last) * static_cast<std::uintptr_t>(elem)};
+}
+bool overlaps(ByteRange x, ByteRange y) { return x.begin < y.end && y.begin < x.end; }
+bool aligned(const void* p, unsigned bytes) { return reinterpret_cast<std::uintptr_t>(p) % bytes == 0; }
+
+void require_strides(const AttentionStrides& st, const std::string& name) {
+  // Negative strides would need a different range computation everywhere; FlashAttention forbids them too.
+  PX_REQUIRE(st.batch >= 0 && st.seq >= 0 && st.head >= 0, name,
+             "strides must be >= 0 (got batch=" + std::to_string(st.batch) + ", seq=" + std::to_string(st.seq) +
+                 ", head=" + std::to_string(st.head) + ")");
+}
+
+}  // namespace
+
+float AttentionArgs::scale() const {
+  return softmax_scale ? *softmax_scale : 1.0f / std::sqrt(static_cast<float>(head_dim));
+}
+
+std::vector<int> supported_head_dims() { return {kHeadDims.begin(), kHeadDims.end()}; }
+
+double attention_flops(int batch, int heads, int seqlen_q, int seqlen_k, int head_dim, bool causal) {
+  const double full = 4.0 * batch * heads * static_cast<double>(seqlen_q) * seqlen_k * head_dim;
+  return causal ? full / 2 : full;
+}
+
+void validate(const AttentionArgs& a) {
+  PX_REQUIRE(a.batch >= 1, "batch", "must be >= 1" + got("batch", a.batch));
+  PX_REQUIRE(a.seqlen_q >= 1, "seqlen_q", "must be >= 1" + got("seqlen_q", a.seqlen_q));
+  PX_REQUIRE(a.seqlen_k >= 1, "seqlen_k", "must be >= 1" + got("seqlen_k", a.seqlen_k));
+  PX_REQUIRE(a.heads >= 1, "heads", "must be >= 1" + got("heads", a.heads));
+  PX_REQUIRE(a.heads_kv >= 1, "heads_kv", "must be >= 1" + got("heads_kv", a.heads_kv));
+  PX_REQUIRE(a.heads % a.heads_kv == 0, "heads_kv",
+             "must divide heads (GQA/MQA: query head h reads kv head h / (heads / heads_kv))" +
+                 got2("heads_kv", a.heads_kv, "heads", a.heads));
+  bool dim_ok = false;
+  for (int d : kHeadDims) dim_ok = dim_ok || a.head_dim == d;
+  PX_REQUIRE(dim_ok, "head_dim", "must be one of " + head_dim_list() + got("head_dim", a.head_dim));
+  PX_REQUIRE(a.dtype == DType::kBF16 || a.dtype == DType::kF16, "dtype",
+             "must be bf16 or f16 (got " +
+                 (a.dtype == DType::kF32 ? std::string("f32") : std::to_string(static_cast<int>(a.dtype))) + ")");
+  PX_REQUIRE(a.q != nullptr, "q", "must be a non-null device pointer");
+  PX_REQUIRE(a.k != nullptr, "k", "must be a non-null device pointer");
+  PX_REQUIRE(a.v != nullptr, "v", "must be a non-null device pointer");
+  PX_REQUIRE(a.out != nullptr, "out", "must be a non-null device pointer");
+  // Every kernel reads at least whole elements; levels 3-4 need more (see attention_vector_aligned).
+  PX_REQUIRE(aligned(a.q, 2), "q", "must be aligned to its element size (2 bytes)");
+  PX_REQUIRE(aligned(a.k, 2), "k", "must be aligned to its element size (2 bytes)");
+  PX_REQUIRE(aligned(a.v, 2), "v", "must be aligned to its element size (2 bytes)");
+  PX_REQUIRE(aligned(a.out, 2), "out", "must be aligned to its element size (2 bytes)");
+  PX_REQUIRE(a.lse == nullptr || aligned(a.lse, 4), "lse", "must be aligned to 4 bytes (fp32)");
+  if (a.softmax_scale)
+    PX_REQUIRE(std::isfinite(*a.softmax_scale) && *a.softmax_scale > 0, "softmax_scale",
+               "must be finite and > 0 (got " + std::to_string(*a.softmax_scale) + ")");
+  require_strides(a.q_strides, "q_strides");
+  require_strides(a.k_strides, "k_strides");
+  require_strides(a.v_strides, "v_strides");
+  require_strides(a.out_strides, "out_strides");
+  // out is written in place: two of its elements must not share an address, so each stride must step over
+  // everything inside it for one of the usual orders; we require the FlashAttention rule head >= D and
+  // seq, batch >= D (distinctness of [S, H] pairs is the caller's responsibility beyond that).
+  PX_REQUIRE(a.out_strides.head >= a.head_dim, "out_strides",
+             "head stride must be >= head_dim (out is written, its rows must not alias)" +
+                 got2("head", a.out_strides.head, "head_dim", a.head_dim));
+  PX_REQUIRE(a.seqlen_q == 1 || a.out_strides.seq >= a.head_dim, "out_strides",
+             "seq stride must be >= head_dim (out is written, its rows must not alias)" +
+                 got2("seq", a.out_strides.seq, "head_dim", a.head_dim));
+  PX_REQUIRE(a.batch == 1 || a.out_strides.batch >= a.head_dim, "out_strides",
+             "batch stride must be >= head_dim (out is written, its rows must not alias)" +
+                 got2("batch", a.out_strides.batch, "head_dim", a.head_dim));
+  const ByteRange out = tensor_range(a.out, a.batch, a.seqlen_q, a.heads, a.head_dim, a.out_strides, 2);
+  const ByteRange q = tensor_range(a.q, a.batch, a.seqlen_q, a.heads, a.head_dim, a.q_strides, 2);
+  const ByteRange k = tensor_range(a.k, a.batch, a.seqlen_k, a.heads_kv, a.head_dim, a.k_strides, 2);
+  const ByteRange v = tensor_range(a.v, a.batch, a.seqlen_k, a.heads_kv, a.head_dim, a.v_strides, 2);
+  PX_REQUIRE(!overlaps(out, q), "out", "must not overlap q (out is written while q is read)");
+  PX_REQUIRE(!overlaps(out, k), "out", "must not overlap k (out is written while k is read)");
+  PX_REQUIRE(!overlaps(out, v), "out", "must not overlap v (out is written while v is read)");
+  if (a.lse != nullptr) {
+    const auto lb = reinterpret_cast<std::uintptr_t>(a.lse);
+    const ByteRange lse{lb, lb + static_cast<std::uintptr_t>(a.batch) * a.heads * a.seqlen_q * sizeof(float)};
+    PX_REQUIRE(!overlaps(lse, q), "lse", "must not overlap q");
+    PX_REQUIRE(!overlaps(lse, k), "lse", "must not overlap k");
+    PX_REQUIRE(!overlaps(lse, v), "lse", "must not overlap v");
+    PX_REQUIRE(!overlaps(lse, out), "lse", "must not overlap out");
+  }
+}
+
+namespace detail {
+
+bool attention_vector_aligned(const AttentionArgs& a) {
+  const auto strides_ok = [](const AttentionStrides& s) { return s.batch % 8 == 0 && s.seq % 8 == 0 && s.head % 8 == 0; };
+  return aligned(a.q, 16) && aligned(a.k, 16) && aligned(a.v, 16) && aligned(a.out, 16) && strides_ok(a.q_strides) &&
+         strides_ok(a.k_strides) && strides_ok(a.v_strides) && strides_ok(a.out_strides);
+}
+
+namespace {
+int current_cc_major() {
+  int device = 0, major = 0;
+  PX_CUDA_CHECK(cudaGetDevice(&device));
+  PX_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  return major;
+}
+void require_cc(std::string_view kernel, int major_needed, int major_have) {
+  if (major_have < major_needed)
+    throw Error("attention kernel '" + std::string(kernel) + "' needs an sm_" + std::to_string(major_needed) +
+                "0+ GPU; this device is sm_" + std::to_string(major_have) + "x (use 'tiled' or 'auto')");
+}
+}  // namespace
+
+// "auto": level 3 on sm_80+ when the operands allow 16-byte loads, else level 2. Level 4 joins here once it
+// exists (it is a placeholder today, so auto does not pick it).
+AttentionKernel choose_attention_kernel(const AttentionArgs& a) {
+  if (current_cc_major() >= 8 && attention_vector_aligned(a)) return AttentionKernel::kMma;
+  return AttentionKernel::kTiled;
+}
+
+}  // namespace detail
+
+std::vector<std::string_view> attention_kernel_names() {
+  std::vector<std::string_view> names;
+  for (const auto& e : kKernels) names.push_back(e.name);
+  return names;
+}
+
+std::string_view attention_kernel_name(AttentionKernel kernel) {
+  for (const auto& e : kKernels)
+    if (e.kernel == kernel) return e.name;
+  throw InvalidArgument("kernel", "unknown AttentionKernel value " + std::to_string(static_cast<int>(kernel)) +
+                                      "; valid: " + valid_kernel_list());
+}
+
+AttentionKernel parse_attention_kernel(std::string_view text) {
+  for (const auto& e : kKernels)
+    if (text == e.name) return e.kernel;
+  for (const auto& e : kKernels)
+    if (e.kernel != AttentionKernel::kAuto && text == std::to_string(static_cast<int>(e.kernel))) return e.kernel;
+  throw InvalidArgument("kernel", "unknown attention kernel '" + std::string(text) + "'; valid: " +
+                                      valid_kernel_list() + " (or a level number 1..4)");
+}
+
+void attention_forward(const AttentionArgs& args, cudaStream_t stream, AttentionKernel kernel) {
+  (void)attention_kernel_name(kernel);  // rejects values outside the enum before anything else
+  validate(args);
+  const auto require_vectors = [&](AttentionKernel k) {
+    PX_REQUIRE(detail::attention_vector_aligned(args), "q",
+               "kernel '" + std::string(attention_kernel_name(k)) +
+                   "' needs q, k, v, out 16-byte aligned and all their strides multiples of 8 elements "
+                   "(use 'tiled' or 'auto' for other layouts)");
+  };
+  switch (kernel) {
+    case AttentionKernel::kAuto: return attention_forward(args, stream, detail::choose_attention_kernel(args));
+    case AttentionKernel::kReference: return detail::launch_attention_reference(args, stream);
+    case AttentionKernel::kTiled: return detail::launch_attention_tiled(args, stream);
+    case AttentionKernel::kMma:
+      require_vectors(kernel);
+      detail::require_cc("mma", 8, detail::current_cc_major());
+      return detail::launch_attention_mma(args, stream);
+    case AttentionKernel::kWgmma:
+      require_vectors(kernel);
+      detail::require_cc("wgmma", 9, detail::current_cc_major());
+      return detail::launch_attention_wgmma(args, stream);
+  }
+}
+
+void attention_forward(const AttentionArgs& args, cudaStream_t stream, std::string_view kernel) {
+  attention_forward(args, stream, parse_attention_kernel(kernel));
+}
+
+}  // namespace parallax

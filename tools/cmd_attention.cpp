@@ -1,0 +1,233 @@
+// `parallax attention`: the attention ladder timed and checked against level 1, with torch peers.
+//
+// Configurations (FlashAttention's benchmark convention): for each head dim D in {64, 128}, H = 2048 / D
+// heads and sequence lengths S 512 .. 16384 with B * S = 16384 tokens, plus B4 H16 S1024 D64; causal off/on.
+// TFLOP/s = 4 B H S S D / time, halved when causal (parallax::attention_flops). Each kernel's output is
+// compared with the level-1 reference on the same inputs (max abs error, mean relative error over elements
+// with |ref| > 1e-3). Timing: bench::time_gpu (warm-up, median); the q/k/v/out set of every configuration
+// is 4 * 16384 * 2048 * 2 bytes = 256 MiB, far above L2, so no rotation is needed.
+// Peers: `--peers FILE` reads the parallax.results/1 JSON written by scripts/attention_peers.py on the same
+// GPU (records suite "attention", names "torch-flash" / "torch-cudnn") and adds "x torch" ratio columns
+// (peer ms / our ms: above 1 = faster than the peer).
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cli.hpp"
+#include "parallax/attention.hpp"
+#include "parallax/bench.hpp"
+#include "parallax/core.hpp"
+#include "parallax/random.hpp"
+#include "parallax/results.hpp"
+#include "table.hpp"
+
+namespace parallax::cli {
+namespace {
+
+struct AttentionOptions {
+  std::vector<std::string> kernels{"tiled", "mma"};
+  std::string dtype = "bf16";
+  std::vector<int> head_dims{64, 128};
+  std::string causal = "both";
+  bool quick = false;
+  std::string peers_file;
+  int repetitions = 20, warmup = 3;
+  OutputOptions output;
+};
+
+struct Config {
+  int B, S, H, D;
+  bool causal;
+  std::string label() const {
+    return fmt::format("B{} H{} S{} D{}{}", B, H, S, D, causal ? " causal" : "");
+  }
+  results::Fields fields(const std::string& dtype) const {
+    return {{"batch", std::int64_t{B}}, {"seqlen", std::int64_t{S}}, {"heads", std::int64_t{H}},
+            {"head_dim", std::int64_t{D}}, {"causal", causal}, {"dtype", dtype}};
+  }
+};
+
+std::vector<Config> configs(const AttentionOptions& o) {
+  std::vector<Config> out;
+  std::vector<bool> causal_modes;
+  if (o.causal != "on") causal_modes.push_back(false);
+  if (o.causal != "off") causal_modes.push_back(true);
+  const std::vector<int> lengths = o.quick ? std::vector<int>{512, 2048} : std::vector<int>{512, 1024, 2048, 4096, 8192, 16384};
+  for (int D : o.head_dims)
+    for (bool c : causal_modes)
+      for (int S : lengths) out.push_back({16384 / S, S, 2048 / D, D, c});
+  if (std::find(o.head_dims.begin(), o.head_dims.end(), 64) != o.head_dims.end())
+    for (bool c : causal_modes) out.push_back({4, 1024, 16, 64, c});
+  return out;
+}
+
+double decode16(bool bf16, std::uint16_t h) {
+  if (bf16) {
+    const std::uint32_t u = static_cast<std::uint32_t>(h) << 16;
+    float f;
+    std::memcpy(&f, &u, sizeof f);
+    return f;
+  }
+  const unsigned e = (h >> 10) & 0x1Fu, m = h & 0x3FFu;
+  const double v = e == 0 ? std::ldexp(double(m), -24) : e == 31 ? (m ? NAN : INFINITY) : std::ldexp(double(m | 0x400u), int(e) - 25);
+  return (h & 0x8000u) ? -v : v;
+}
+
+// Peer records keyed by name and shape (fields equal as text).
+const results::Record* find_peer(const std::vector<results::Record>& peers, std::string_view name,
+                                 const results::Fields& shape) {
+  for (const auto& r : peers) {
+    if (r.suite != "attention" || r.name != name || r.status == results::Status::kFailed) continue;
+    bool same = true;
+    for (const auto& [key, value] : shape) {
+      const results::Scalar* v = results::find(r.shape, key);
+      same = same && v && results::to_string(*v) == results::to_string(value);
+    }
+    if (same) return &r;
+  }
+  return nullptr;
+}
+
+int run_attention(const AttentionOptions& o) {
+  const DeviceInfo device = device_info();
+  const bool bf16 = o.dtype == "bf16";
+  const DType dtype = bf16 ? DType::kBF16 : DType::kF16;
+  const double tolerance = bf16 ? 2e-2 : 5e-3;  // max abs error vs level 1 (|out| <= 1; two roundings)
+  std::vector<results::Record> peers;
+  if (!o.peers_file.empty()) {
+    std::ifstream in(o.peers_file);
+    if (!in) throw Error("cannot read --peers file '" + o.peers_file + "'");
+    std::stringstream text;
+    text << in.rdbuf();
+    peers = results::parse(text.str()).records;
+  }
+  const std::vector<Config> cfgs = configs(o);
+  results::Document doc = results::make_document(device);
+  doc.context = {{"dtype", o.dtype}, {"repetitions", std::int64_t{o.repetitions}}, {"warmup", std::int64_t{o.warmup}},
+                 {"tolerance_max_abs", tolerance}, {"reference", std::string("level 1 'reference' kernel")}};
+  if (o.output.prints_table())
+    fmt::print("parallax attention on {} ({}), parallax {} ({}), {}\n", device.name, device.arch(), parallax::version(),
+               parallax::git_sha(), o.dtype);
+
+  Table table({{"config"}, {"kernel"}, {"ms", Align::kRight}, {"TFLOP/s", Align::kRight}, {"max abs err", Align::kRight},
+               {"mean rel err", Align::kRight}, {"check"}, {"x torch-flash", Align::kRight}, {"x torch-cudnn", Align::kRight}});
+  Progress progress(static_cast<int>(cfgs.size() * o.kernels.size()));
+  int step = 0;
+  bench::Options bo;
+  bo.repetitions = o.repetitions;
+  bo.warmup = o.warmup;
+  for (const Config& c : cfgs) {
+    const std::size_t n = static_cast<std::size_t>(c.B) * c.S * c.H * c.D;
+    DeviceBuffer<std::uint16_t> q(n), k(n), v(n), out(n), ref(n);
+    const std::uint64_t seed = fresh_seed();
+    for (auto* buf : {&q, &k, &v}) {
+      const std::uint64_t s = seed + static_cast<std::uint64_t>(buf == &q ? 1 : buf == &k ? 2 : 3);
+      if (bf16) fill_uniform(reinterpret_cast<__nv_bfloat16*>(buf->data()), n, s);
+      else fill_uniform(reinterpret_cast<__half*>(buf->data()), n, s);
+    }
+    AttentionArgs a;
+    a.batch = c.B, a.seqlen_q = a.seqlen_k = c.S, a.heads = a.heads_kv = c.H, a.head_dim = c.D;
+    a.dtype = dtype, a.causal = c.causal;
+    a.q = q.data(), a.k = k.data(), a.v = v.data();
+    a.q_strides = a.k_strides = a.v_strides = a.out_strides = AttentionStrides::dense(c.S, c.H, c.D);
+    a.out = ref.data();
+    attention_forward(a, nullptr, AttentionKernel::kReference);
+    const auto ref_host = ref.download();
+    a.out = out.data();
+    const results::Fields shape = c.fields(o.dtype);
+    bench::Work work;
+    work.flops = attention_flops(c.B, c.H, c.S, c.S, c.D, c.causal);
+    work.bytes = 4.0 * n * 2;
+    for (const std::string& kernel : o.kernels) {
+      progress.update(step++, c.label() + " " + kernel);
+      results::Record r;
+      try {
+        out.fill_bytes(0xFF);
+        attention_forward(a, nullptr, kernel);
+        const auto got = out.download();
+        double max_abs = 0, sum_rel = 0;
+        std::size_t counted = 0, unwritten = 0;
+        for (std::size_t i = 0; i < n; ++i) {
+          const double g = decode16(bf16, got[i]), e = decode16(bf16, ref_host[i]);
+          if (!std::isfinite(g)) { ++unwritten; continue; }
+          max_abs = std::max(max_abs, std::abs(g - e));
+          if (std::abs(e) > 1e-3) sum_rel += std::abs(g - e) / std::abs(e), ++counted;
+        }
+        const bench::Timing t = bench::time_gpu([&](cudaStream_t s, int) { attention_forward(a, s, kernel); }, 1, bo, nullptr);
+        r = results::make_record("attention", kernel, shape, o.dtype, t, work);
+        r.add_error("max_abs_err_vs_reference", max_abs);
+        r.add_error("mean_rel_err_vs_reference", counted ? sum_rel / counted : 0.0);
+        if (unwritten) r.mark_incorrect(std::to_string(unwritten) + " output elements never written");
+        if (max_abs > tolerance) r.mark_incorrect(fmt::format("max abs err {:.3g} > {:.3g}", max_abs, tolerance));
+      } catch (const InvalidArgument&) {
+        throw;
+      } catch (const Error& e) {
+        r = results::failed_record("attention", kernel, shape, o.dtype, e.what());
+      }
+      const auto ratio = [&](std::string_view peer) -> std::string {
+        const results::Record* p = find_peer(peers, peer, shape);
+        if (!p || r.status == results::Status::kFailed || r.median_ms <= 0) return std::string(kNoValue);
+        return fmt::format("{:.2f}x", p->median_ms / r.median_ms);
+      };
+      if (r.status == results::Status::kFailed) {
+        table.add_row({c.label(), kernel, "-", "-", "-", "-", "FAILED: " + r.failure, "-", "-"});
+      } else {
+        table.add_row({c.label(), kernel, fmt::format("{:.3f}", r.median_ms), fmt::format("{:.1f}", r.gflops / 1e3),
+                       fmt::format("{:.2e}", r.errors.at(0).value), fmt::format("{:.2e}", r.errors.at(1).value),
+                       r.status == results::Status::kOk ? "ok" : "WRONG: " + r.failure, ratio("torch-flash"),
+                       ratio("torch-cudnn")});
+      }
+      doc.records.push_back(std::move(r));
+    }
+  }
+  progress.finish();
+  for (const auto& p : peers)
+    if (p.suite == "attention") doc.records.push_back(p);  // peers travel with the run they are compared to
+  if (o.output.prints_table()) table.print();
+  emit_json(o.output, doc);
+  const auto bad = std::count_if(doc.records.begin(), doc.records.end(), [](const results::Record& r) {
+    return r.status == results::Status::kIncorrect;
+  });
+  return bad > 0 ? 1 : 0;
+}
+
+}  // namespace
+
+void add_attention(CLI::App& root, Action& action) {
+  auto options = std::make_shared<AttentionOptions>();
+  AttentionOptions& o = *options;
+  CLI::App* cmd = root.add_subcommand("attention", "FlashAttention forward ladder vs level 1, with torch peers");
+  cmd->footer("Examples:\n  parallax attention --quick\n  parallax attention --kernel tiled,mma --head-dim 128 --causal on\n"
+              "  python scripts/attention_peers.py --out peers.json && parallax attention --peers peers.json");
+  add_output_options(*cmd, o.output);
+  cmd->add_option("--kernel", o.kernels, "Kernels, comma-separated (reference, tiled, mma, wgmma, auto)")
+      ->delimiter(',')
+      ->check([](const std::string& s) {
+        try {
+          (void)parse_attention_kernel(s);
+          return std::string();
+        } catch (const InvalidArgument& e) {
+          return std::string(e.what());
+        }
+      });
+  cmd->add_option("--dtype", o.dtype, "bf16 or fp16")->check(CLI::IsMember({"bf16", "fp16"}))->capture_default_str();
+  cmd->add_option("--head-dim", o.head_dims, "Head dims, comma-separated (64, 128)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({64, 128}));
+  cmd->add_option("--causal", o.causal, "on, off or both")->check(CLI::IsMember({"on", "off", "both"}))->capture_default_str();
+  cmd->add_flag("--quick", o.quick, "Only S 512 and 2048 (plus B4 H16 S1024 D64)");
+  cmd->add_option("--peers", o.peers_file, "parallax.results/1 JSON from scripts/attention_peers.py")->type_name("FILE");
+  cmd->add_option("--reps", o.repetitions, "Timed runs (median)")->check(CLI::Range(1, 10000))->capture_default_str();
+  cmd->add_option("--warmup", o.warmup, "Untimed runs")->check(CLI::Range(0, 10000))->capture_default_str();
+  cmd->callback([options, &action] { action = [options] { return run_attention(*options); }; });
+}
+
+}  // namespace parallax::cli
