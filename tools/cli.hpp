@@ -24,6 +24,8 @@ using Action = std::function<int()>;
 void add_info(CLI::App& root, Action& action);
 void add_gemm(CLI::App& root, Action& action);
 void add_tune(CLI::App& root, Action& action);
+void add_comm(CLI::App& root, Action& action);
+void add_tp(CLI::App& root, Action& action);
 
 // The root app with every subcommand registered.
 std::unique_ptr<CLI::App> make_app(Action& action);

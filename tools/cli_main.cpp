@@ -18,6 +18,8 @@ std::unique_ptr<CLI::App> make_app(Action& action) {
   add_info(*app, action);
   add_gemm(*app, action);
   add_tune(*app, action);
+  add_comm(*app, action);
+  add_tp(*app, action);
   return app;
 }
 
