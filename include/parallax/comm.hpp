@@ -138,6 +138,8 @@ class Communicator {
   void wait(cudaStream_t stream, std::string_view operation,
             std::chrono::milliseconds timeout = std::chrono::seconds(60));
   bool aborted() const noexcept { return aborted_; }
+  // Tears the communicator down without waiting for peers (ncclCommAbort); idempotent.
+  void abort() noexcept;
 
   // Metadata exchange before collectives: every rank passes its `values` (same length on all ranks, e.g. a
   // shape); they are all-gathered (int64, a few bytes) and compared. On any difference EVERY rank throws

@@ -324,6 +324,11 @@ void Communicator::wait(cudaStream_t stream, std::string_view operation, std::ch
   }
 }
 
+void Communicator::abort() noexcept {
+  if (comm_ && !aborted_) ncclCommAbort(comm_);
+  aborted_ = true;
+}
+
 void Communicator::require_same(std::string_view what, std::span<const std::int64_t> values) {
   const std::size_t n = values.size();
   if (nranks_ == 1 || n == 0) return;
