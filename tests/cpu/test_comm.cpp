@@ -224,3 +224,18 @@ TEST(TpCli, RejectsBadOptions) {
 }
 
 }  // namespace
+
+namespace {
+// Run by CTest under `mpirun -np 2` (test `mpi_launch_env`): the real launcher's variables parse to a
+// consistent rank / size / local rank. Skips when not launched by OpenMPI.
+TEST(LaunchEnvUnderMpirun, MatchesTheLauncher) {
+  if (!std::getenv("OMPI_COMM_WORLD_RANK")) GTEST_SKIP() << "not launched by OpenMPI's mpirun";
+  const auto e = parallax::parse_launch_env();
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->source, "OpenMPI");
+  EXPECT_EQ(e->world_size, std::atoi(std::getenv("OMPI_COMM_WORLD_SIZE")));
+  EXPECT_EQ(e->rank, std::atoi(std::getenv("OMPI_COMM_WORLD_RANK")));
+  EXPECT_GE(e->local_rank, 0);
+  EXPECT_LE(e->local_rank, e->rank);
+}
+}  // namespace
