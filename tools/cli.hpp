@@ -26,6 +26,8 @@ void add_gemm(CLI::App& root, Action& action);
 void add_tune(CLI::App& root, Action& action);
 void add_attention(CLI::App& root, Action& action);
 void add_report(CLI::App& root, Action& action);
+void add_comm(CLI::App& root, Action& action);
+void add_tp(CLI::App& root, Action& action);
 
 // The root app with every subcommand registered.
 std::unique_ptr<CLI::App> make_app(Action& action);

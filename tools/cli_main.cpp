@@ -20,6 +20,8 @@ std::unique_ptr<CLI::App> make_app(Action& action) {
   add_tune(*app, action);
   add_attention(*app, action);
   add_report(*app, action);
+  add_comm(*app, action);
+  add_tp(*app, action);
   return app;
 }
 

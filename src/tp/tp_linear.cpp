@@ -1,0 +1,241 @@
+// Tensor-parallel linear layers with overlapped communication (see include/parallax/tp.hpp for the math).
+// Host code only: the device work is parallax::gemm, NCCL collectives and cudaMemcpy2DAsync, ordered by events.
+#include "parallax/tp.hpp"
+
+#include <fmt/core.h>
+
+#include <algorithm>
+
+#include "parallax/gemm.hpp"
+
+namespace parallax::tp {
+
+namespace {
+
+constexpr std::size_t kBf16 = sizeof(__nv_bfloat16);
+
+// One bf16 GEMM through parallax::gemm. m/n/k are op(A) m x k, op(B) k x n.
+void run_gemm(const Options& o, cudaStream_t stream, std::int64_t m, std::int64_t n, std::int64_t k, Op op_a,
+              const void* a, std::int64_t lda, Op op_b, const void* b, std::int64_t ldb, DType c_type, void* c,
+              std::int64_t ldc, const float* bias = nullptr, Epilogue epi = Epilogue::kNone) {
+  GemmArgs g;
+  g.m = static_cast<int>(m);
+  g.n = static_cast<int>(n);
+  g.k = static_cast<int>(k);
+  g.op_a = op_a;
+  g.op_b = op_b;
+  g.a_type = g.b_type = DType::kBF16;
+  g.c_type = c_type;
+  g.a = a;
+  g.lda = lda;
+  g.b = b;
+  g.ldb = ldb;
+  g.c = c;
+  g.ldc = ldc;
+  g.bias = bias;
+  g.epilogue = epi;
+  gemm(g, stream, o.gemm);
+}
+
+void require_pointer(const void* p, const char* name) {
+  PX_REQUIRE(p != nullptr, name, "must not be null");
+}
+
+void check_t(std::int64_t t) {
+  PX_REQUIRE(t >= 1 && t <= INT32_MAX, "t", fmt::format("must be in [1, 2^31) (got {})", t));
+}
+
+// The comm stream starts after everything already queued on `stream` (inputs written, outputs free).
+cudaStream_t begin_comm(Communicator& comm, const Options& o, cudaStream_t stream, Event& ready) {
+  if (!o.overlap) return stream;
+  ready.record(stream);
+  PX_CUDA_CHECK(cudaStreamWaitEvent(comm.stream(), ready, 0));
+  return comm.stream();
+}
+
+// Hands the comm stream's work back to `stream` (no host synchronization).
+void end_comm(const Options& o, cudaStream_t stream, cudaStream_t comm_stream, Event& done) {
+  if (!o.overlap) return;
+  done.record(comm_stream);
+  PX_CUDA_CHECK(cudaStreamWaitEvent(stream, done, 0));
+}
+
+// After the GEMM of a chunk on `stream`, the comm stream may start on it.
+void hand_over(const Options& o, cudaStream_t stream, cudaStream_t comm_stream, Event& ready) {
+  if (!o.overlap) return;
+  ready.record(stream);
+  PX_CUDA_CHECK(cudaStreamWaitEvent(comm_stream, ready, 0));
+}
+
+}  // namespace
+
+void validate(const Options& o) {
+  PX_REQUIRE(o.chunks >= 1 && o.chunks <= 1024, "chunks", fmt::format("must be in [1, 1024] (got {})", o.chunks));
+  (void)parse_gemm_kernel(o.gemm);  // throws InvalidArgument("kernel", ... valid: ...)
+}
+
+std::vector<Split> plan_row_chunks(std::int64_t t, int chunks) {
+  PX_REQUIRE(chunks >= 1, "chunks", fmt::format("must be >= 1 (got {})", chunks));
+  auto splits = plan_split(t, static_cast<int>(std::min<std::int64_t>(chunks, std::max<std::int64_t>(t, 1))));
+  return splits;
+}
+
+// ---- column parallel ------------------------------------------------------------------------------------
+ColumnParallelLinear::ColumnParallelLinear(Communicator& comm, std::int64_t k, std::int64_t n, Options options)
+    : comm_(comm), k_(k), n_(n), options_(std::move(options)) {
+  PX_REQUIRE(k >= 1 && k <= INT32_MAX, "k", fmt::format("must be in [1, 2^31) (got {})", k));
+  PX_REQUIRE(n >= 1 && n <= INT32_MAX, "n", fmt::format("must be in [1, 2^31) (got {})", n));
+  validate(options_);
+  shard_ = plan_split(n, comm.size())[comm.rank()];
+  padded_n_ = max_split(n, comm.size());
+}
+
+void ColumnParallelLinear::forward(const __nv_bfloat16* x, std::int64_t t, const __nv_bfloat16* w_shard,
+                                   const float* bias_shard, __nv_bfloat16* y, cudaStream_t stream) {
+  check_t(t);
+  require_pointer(x, "x");
+  require_pointer(y, "y");
+  if (shard_.size > 0) require_pointer(w_shard, "w_shard");
+  const int P = comm_.size();
+  if (options_.check_shapes && P > 1) {
+    const std::int64_t shape[] = {t, k_, n_, options_.chunks};
+    comm_.require_same("column-parallel forward shape [t, k, n, chunks]", shape);
+  }
+  PX_CUDA_CHECK(cudaSetDevice(comm_.device()));
+  if (P == 1) {  // nothing to gather: the GEMM writes Y directly
+    run_gemm(options_, stream, t, n_, k_, Op::kN, x, k_, Op::kN, w_shard, n_, DType::kBF16, y, n_, bias_shard);
+    return;
+  }
+  const std::size_t need = static_cast<std::size_t>(t * padded_n_);
+  if (local_.size() < need) {
+    local_ = DeviceBuffer<__nv_bfloat16>(need);
+    gathered_ = DeviceBuffer<__nv_bfloat16>(need * P);
+  }
+  const auto col_splits = plan_split(n_, P);
+  cudaStream_t cs = begin_comm(comm_, options_, stream, ready_);
+  for (const Split& rows : plan_row_chunks(t, options_.chunks)) {
+    __nv_bfloat16* local_rows = local_.data() + rows.offset * padded_n_;
+    // This rank's block of chunk rows, padded to padded_n_ columns (the pad columns are never read back).
+    if (shard_.size > 0)
+      run_gemm(options_, stream, rows.size, shard_.size, k_, Op::kN, x + rows.offset * k_, k_, Op::kN, w_shard,
+               shard_.size, DType::kBF16, local_rows, padded_n_, bias_shard);
+    hand_over(options_, stream, cs, ready_);
+    // Chunk-major gathered layout: the P blocks of this chunk sit contiguously at P * rows.offset * padded_n_.
+    __nv_bfloat16* gathered_rows = gathered_.data() + static_cast<std::int64_t>(P) * rows.offset * padded_n_;
+    const std::size_t count = static_cast<std::size_t>(rows.size * padded_n_);
+    comm_.all_gather(local_rows, gathered_rows, count, DType::kBF16, cs);
+    // Scatter each rank's block into its columns of Y (a strided 2-D copy per rank, on the comm stream).
+    for (int r = 0; r < P; ++r) {
+      if (col_splits[r].size == 0) continue;
+      PX_CUDA_CHECK(cudaMemcpy2DAsync(y + rows.offset * n_ + col_splits[r].offset, n_ * kBf16,
+                                      gathered_rows + static_cast<std::int64_t>(r) * count, padded_n_ * kBf16,
+                                      col_splits[r].size * kBf16, rows.size, cudaMemcpyDeviceToDevice, cs));
+    }
+  }
+  end_comm(options_, stream, cs, done_);
+}
+
+void ColumnParallelLinear::backward(const __nv_bfloat16* x, const __nv_bfloat16* dy, std::int64_t t,
+                                    const __nv_bfloat16* w_shard, __nv_bfloat16* dx, float* dw_shard,
+                                    cudaStream_t stream) {
+  check_t(t);
+  require_pointer(x, "x");
+  require_pointer(dy, "dy");
+  require_pointer(dx, "dx");
+  if (shard_.size > 0) {
+    require_pointer(w_shard, "w_shard");
+    require_pointer(dw_shard, "dw_shard");
+  }
+  const int P = comm_.size();
+  if (options_.check_shapes && P > 1) {
+    const std::int64_t shape[] = {t, k_, n_, options_.chunks};
+    comm_.require_same("column-parallel backward shape [t, k, n, chunks]", shape);
+  }
+  PX_CUDA_CHECK(cudaSetDevice(comm_.device()));
+  const __nv_bfloat16* dy_shard = dy + shard_.offset;  // dY[:, shard] in place, leading dimension n
+  cudaStream_t cs = P > 1 ? begin_comm(comm_, options_, stream, ready_) : stream;
+  // dX partials first (they feed the all-reduce), chunk by chunk: dX[rows] = dY_r[rows] · W_rᵀ.
+  // W_r is stored k x n_r, i.e. op_b = T with B stored (n=k) x (k=n_r), ldb = n_r.
+  for (const Split& rows : plan_row_chunks(t, options_.chunks)) {
+    __nv_bfloat16* dx_rows = dx + rows.offset * k_;
+    if (shard_.size > 0)
+      run_gemm(options_, stream, rows.size, k_, shard_.size, Op::kN, dy_shard + rows.offset * n_, n_, Op::kT,
+               w_shard, shard_.size, DType::kBF16, dx_rows, k_);
+    else  // a rank without columns contributes zeros to the sum
+      PX_CUDA_CHECK(cudaMemsetAsync(dx_rows, 0, rows.size * k_ * kBf16, stream));
+    if (P > 1) {
+      hand_over(options_, stream, cs, ready_);
+      comm_.all_reduce(dx_rows, dx_rows, static_cast<std::size_t>(rows.size * k_), DType::kBF16, cs);
+    }
+  }
+  // dW_r = Xᵀ dY_r (k x n_r): runs on `stream` while the comm stream reduces dX. X is stored t x k, so
+  // op_a = T with A stored (k=t) x (m=k), lda = k.
+  if (shard_.size > 0)
+    run_gemm(options_, stream, k_, shard_.size, t, Op::kT, x, k_, Op::kN, dy_shard, n_, DType::kF32, dw_shard,
+             shard_.size);
+  if (P > 1) end_comm(options_, stream, cs, done_);
+}
+
+// ---- row parallel ---------------------------------------------------------------------------------------
+RowParallelLinear::RowParallelLinear(Communicator& comm, std::int64_t k, std::int64_t n, Options options)
+    : comm_(comm), k_(k), n_(n), options_(std::move(options)) {
+  PX_REQUIRE(k >= 1 && k <= INT32_MAX, "k", fmt::format("must be in [1, 2^31) (got {})", k));
+  PX_REQUIRE(n >= 1 && n <= INT32_MAX, "n", fmt::format("must be in [1, 2^31) (got {})", n));
+  validate(options_);
+  shard_ = plan_split(k, comm.size())[comm.rank()];
+}
+
+void RowParallelLinear::forward(const __nv_bfloat16* x_shard, std::int64_t t, const __nv_bfloat16* w_shard,
+                                const float* bias, __nv_bfloat16* y, cudaStream_t stream) {
+  check_t(t);
+  require_pointer(y, "y");
+  if (shard_.size > 0) {
+    require_pointer(x_shard, "x_shard");
+    require_pointer(w_shard, "w_shard");
+  }
+  const int P = comm_.size();
+  if (options_.check_shapes && P > 1) {
+    const std::int64_t shape[] = {t, k_, n_, options_.chunks};
+    comm_.require_same("row-parallel forward shape [t, k, n, chunks]", shape);
+  }
+  PX_CUDA_CHECK(cudaSetDevice(comm_.device()));
+  // The bias belongs to the sum once: only rank 0's GEMM adds it.
+  const float* my_bias = comm_.rank() == 0 ? bias : nullptr;
+  cudaStream_t cs = P > 1 ? begin_comm(comm_, options_, stream, ready_) : stream;
+  for (const Split& rows : plan_row_chunks(t, options_.chunks)) {
+    __nv_bfloat16* y_rows = y + rows.offset * n_;
+    if (shard_.size > 0)
+      run_gemm(options_, stream, rows.size, n_, shard_.size, Op::kN, x_shard + rows.offset * shard_.size,
+               shard_.size, Op::kN, w_shard, n_, DType::kBF16, y_rows, n_, my_bias);
+    else if (my_bias == nullptr)
+      PX_CUDA_CHECK(cudaMemsetAsync(y_rows, 0, rows.size * n_ * kBf16, stream));
+    else
+      throw InvalidArgument("k", "rank 0 owns no rows of W (k < ranks) but must add the bias; use k >= ranks");
+    if (P > 1) {
+      hand_over(options_, stream, cs, ready_);
+      comm_.all_reduce(y_rows, y_rows, static_cast<std::size_t>(rows.size * n_), DType::kBF16, cs);
+    }
+  }
+  if (P > 1) end_comm(options_, stream, cs, done_);
+}
+
+void RowParallelLinear::backward(const __nv_bfloat16* x_shard, const __nv_bfloat16* dy, std::int64_t t,
+                                 const __nv_bfloat16* w_shard, __nv_bfloat16* dx_shard, float* dw_shard,
+                                 cudaStream_t stream) {
+  check_t(t);
+  require_pointer(dy, "dy");
+  if (shard_.size == 0) return;  // nothing owned, nothing to compute, no communication
+  require_pointer(x_shard, "x_shard");
+  require_pointer(w_shard, "w_shard");
+  require_pointer(dx_shard, "dx_shard");
+  require_pointer(dw_shard, "dw_shard");
+  PX_CUDA_CHECK(cudaSetDevice(comm_.device()));
+  // dX_r = dY · W_rᵀ (t x k_r): W_r stored k_r x n -> op_b = T, ldb = n.
+  run_gemm(options_, stream, t, shard_.size, n_, Op::kN, dy, n_, Op::kT, w_shard, n_, DType::kBF16, dx_shard,
+           shard_.size);
+  // dW_r = X_rᵀ · dY (k_r x n): X_r stored t x k_r -> op_a = T, lda = k_r.
+  run_gemm(options_, stream, shard_.size, n_, t, Op::kT, x_shard, shard_.size, Op::kN, dy, n_, DType::kF32,
+           dw_shard, n_);
+}
+
+}  // namespace parallax::tp

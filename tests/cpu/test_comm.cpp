@@ -1,0 +1,241 @@
+// CPU tests of issue 7's host logic: split planning, bandwidth arithmetic, launcher environment parsing,
+// argument validation of the comm / tp APIs and CLI (no GPU needed).
+#include <gtest/gtest.h>
+
+#include <map>
+#include <numeric>
+#include <string>
+
+#include "cli.hpp"
+#include "common/expect_invalid.hpp"
+#include "parallax/comm.hpp"
+#include "parallax/tp.hpp"
+
+namespace {
+
+using parallax::Collective;
+using parallax::testing::expect_invalid;
+
+TEST(SplitPlan, EvenSplit) {
+  const auto s = parallax::plan_split(28672, 2);
+  ASSERT_EQ(s.size(), 2u);
+  EXPECT_EQ(s[0].offset, 0);
+  EXPECT_EQ(s[0].size, 14336);
+  EXPECT_EQ(s[1].offset, 14336);
+  EXPECT_EQ(s[1].size, 14336);
+  EXPECT_EQ(parallax::max_split(28672, 2), 14336);
+}
+
+TEST(SplitPlan, UnevenSplitsGiveTheRemainderToTheFirstRanks) {
+  const auto s = parallax::plan_split(10, 4);  // 3 3 2 2
+  ASSERT_EQ(s.size(), 4u);
+  const std::int64_t sizes[] = {3, 3, 2, 2}, offsets[] = {0, 3, 6, 8};
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_EQ(s[r].size, sizes[r]) << "rank " << r;
+    EXPECT_EQ(s[r].offset, offsets[r]) << "rank " << r;
+  }
+  EXPECT_EQ(parallax::max_split(10, 4), 3);
+}
+
+TEST(SplitPlan, CoversEveryItemExactlyOnceForManyShapes) {
+  for (std::int64_t total : {0, 1, 7, 17, 127, 129, 1000, 4095, 28673})
+    for (int parts : {1, 2, 3, 4, 7, 8}) {
+      const auto s = parallax::plan_split(total, parts);
+      ASSERT_EQ(static_cast<int>(s.size()), parts);
+      std::int64_t next = 0, lo = total, hi = 0;
+      for (const auto& p : s) {
+        EXPECT_EQ(p.offset, next) << total << "/" << parts;
+        next += p.size;
+        lo = std::min(lo, p.size);
+        hi = std::max(hi, p.size);
+      }
+      EXPECT_EQ(next, total) << total << "/" << parts;
+      EXPECT_LE(hi - lo, 1) << total << "/" << parts;
+      EXPECT_EQ(hi, parallax::max_split(total, parts)) << total << "/" << parts;
+    }
+}
+
+TEST(SplitPlan, MoreRanksThanItemsLeavesSomeEmpty) {
+  const auto s = parallax::plan_split(1, 3);
+  EXPECT_EQ(s[0].size, 1);
+  EXPECT_EQ(s[1].size, 0);
+  EXPECT_EQ(s[2].size, 0);
+  EXPECT_EQ(s[2].offset, 1);
+}
+
+TEST(SplitPlan, RejectsBadArguments) {
+  expect_invalid([] { parallax::plan_split(-1, 2); }, "total", ">= 0");
+  expect_invalid([] { parallax::plan_split(4, 0); }, "parts", ">= 1");
+  expect_invalid([] { parallax::max_split(4, 0); }, "parts", ">= 1");
+}
+
+TEST(TpRowChunks, ClampsToRowsAndCovers) {
+  const auto c = parallax::tp::plan_row_chunks(5, 8);
+  EXPECT_EQ(c.size(), 5u);
+  const auto d = parallax::tp::plan_row_chunks(8192, 4);
+  ASSERT_EQ(d.size(), 4u);
+  EXPECT_EQ(d[3].offset, 6144);
+  EXPECT_EQ(d[3].size, 2048);
+  expect_invalid([] { parallax::tp::plan_row_chunks(8, 0); }, "chunks", ">= 1");
+}
+
+TEST(BusBandwidth, FactorsFollowNcclTests) {
+  EXPECT_DOUBLE_EQ(parallax::bus_bandwidth_factor(Collective::kAllReduce, 2), 1.0);
+  EXPECT_DOUBLE_EQ(parallax::bus_bandwidth_factor(Collective::kAllReduce, 8), 2.0 * 7 / 8);
+  EXPECT_DOUBLE_EQ(parallax::bus_bandwidth_factor(Collective::kAllGather, 4), 0.75);
+  EXPECT_DOUBLE_EQ(parallax::bus_bandwidth_factor(Collective::kReduceScatter, 8), 7.0 / 8);
+  EXPECT_DOUBLE_EQ(parallax::bus_bandwidth_factor(Collective::kBroadcast, 8), 1.0);
+  EXPECT_DOUBLE_EQ(parallax::bus_bandwidth_factor(Collective::kReduce, 8), 1.0);
+  EXPECT_DOUBLE_EQ(parallax::bus_bandwidth_factor(Collective::kAllReduce, 1), 0.0);
+}
+
+TEST(BusBandwidth, Arithmetic) {
+  // 1 GiB all-reduce in 6.6 ms on 2 ranks: algbw 162.7 GB/s, busbw x1.
+  const std::size_t gib = std::size_t{1} << 30;
+  EXPECT_NEAR(parallax::algorithm_bandwidth_gbs(gib, 6.6e-3), 162.69, 0.01);
+  EXPECT_NEAR(parallax::bus_bandwidth_gbs(Collective::kAllReduce, 2, gib, 6.6e-3), 162.69, 0.01);
+  EXPECT_NEAR(parallax::bus_bandwidth_gbs(Collective::kAllReduce, 4, gib, 6.6e-3), 162.69 * 1.5, 0.02);
+  expect_invalid([] { parallax::algorithm_bandwidth_gbs(1, 0.0); }, "seconds", "> 0");
+  expect_invalid([] { parallax::bus_bandwidth_factor(Collective::kAllReduce, 0); }, "nranks", ">= 1");
+}
+
+TEST(Collectives, NamesRoundTripAndUnknownIsRejected) {
+  for (Collective op : parallax::all_collectives())
+    EXPECT_EQ(parallax::parse_collective(parallax::collective_name(op)), op);
+  expect_invalid([] { parallax::parse_collective("allreduce"); }, "op", "valid: broadcast");
+}
+
+parallax::EnvLookup env_of(std::map<std::string, std::string> vars) {
+  return [vars](const char* name) -> std::optional<std::string> {
+    auto it = vars.find(name);
+    if (it == vars.end()) return std::nullopt;
+    return it->second;
+  };
+}
+
+TEST(LaunchEnv, NoneSet) { EXPECT_FALSE(parallax::parse_launch_env(env_of({})).has_value()); }
+
+TEST(LaunchEnv, OpenMpi) {
+  const auto e = parallax::parse_launch_env(env_of({{"OMPI_COMM_WORLD_RANK", "3"},
+                                                    {"OMPI_COMM_WORLD_SIZE", "4"},
+                                                    {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}}));
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->rank, 3);
+  EXPECT_EQ(e->world_size, 4);
+  EXPECT_EQ(e->local_rank, 1);
+  EXPECT_EQ(e->source, "OpenMPI");
+}
+
+TEST(LaunchEnv, OpenMpiWinsOverTorchrun) {
+  const auto e = parallax::parse_launch_env(env_of({{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "2"},
+                                                    {"OMPI_COMM_WORLD_LOCAL_RANK", "0"}, {"RANK", "5"},
+                                                    {"WORLD_SIZE", "8"}, {"LOCAL_RANK", "5"}}));
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->source, "OpenMPI");
+  EXPECT_EQ(e->world_size, 2);
+}
+
+TEST(LaunchEnv, TorchrunAndMpich) {
+  auto t = parallax::parse_launch_env(env_of({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "1"}}));
+  ASSERT_TRUE(t.has_value());
+  EXPECT_EQ(t->source, "torchrun");
+  auto m = parallax::parse_launch_env(env_of({{"PMI_RANK", "1"}, {"PMI_SIZE", "2"}, {"MPI_LOCALRANKID", "0"}}));
+  ASSERT_TRUE(m.has_value());
+  EXPECT_EQ(m->source, "MPICH");
+  EXPECT_EQ(m->local_rank, 0);
+}
+
+TEST(LaunchEnv, MalformedValuesNameTheVariable) {
+  expect_invalid([] { parallax::parse_launch_env(env_of({{"OMPI_COMM_WORLD_RANK", "x"}, {"OMPI_COMM_WORLD_SIZE", "2"},
+                                                          {"OMPI_COMM_WORLD_LOCAL_RANK", "0"}})); },
+                 "env", "OMPI_COMM_WORLD_RANK='x' is not an integer");
+  expect_invalid([] { parallax::parse_launch_env(env_of({{"OMPI_COMM_WORLD_RANK", "2"}, {"OMPI_COMM_WORLD_SIZE", "2"},
+                                                          {"OMPI_COMM_WORLD_LOCAL_RANK", "0"}})); },
+                 "env", "must be < OMPI_COMM_WORLD_SIZE=2");
+  expect_invalid([] { parallax::parse_launch_env(env_of({{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "2"}})); },
+                 "env", "OMPI_COMM_WORLD_LOCAL_RANK is not set");
+  expect_invalid([] { parallax::parse_launch_env(env_of({{"RANK", "-1"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "0"}})); },
+                 "env", "RANK=-1 must be >= 0");
+  expect_invalid([] { parallax::parse_launch_env(env_of({{"RANK", "1"}, {"WORLD_SIZE", "0"}, {"LOCAL_RANK", "0"}})); },
+                 "env", "WORLD_SIZE=0 must be >= 1");
+}
+
+TEST(Nvls, SetToZeroUnlessAlreadySet) {
+  ::unsetenv("NCCL_NVLS_ENABLE");
+  EXPECT_EQ(parallax::ensure_nvls_disabled(), "0");
+  ::setenv("NCCL_NVLS_ENABLE", "1", 1);
+  EXPECT_EQ(parallax::ensure_nvls_disabled(), "1");  // an explicit choice is respected
+  ::setenv("NCCL_NVLS_ENABLE", "0", 1);
+}
+
+TEST(NcclTypes, Mapping) {
+  EXPECT_EQ(parallax::nccl_type(parallax::DType::kBF16), ncclBfloat16);
+  EXPECT_EQ(parallax::nccl_type(parallax::DType::kF32), ncclFloat32);
+  EXPECT_EQ(parallax::nccl_type(parallax::DType::kF16), ncclFloat16);
+}
+
+TEST(TpOptions, Validation) {
+  parallax::tp::Options o;
+  EXPECT_NO_THROW(parallax::tp::validate(o));
+  o.chunks = 0;
+  expect_invalid([&] { parallax::tp::validate(o); }, "chunks", "[1, 1024]");
+  o.chunks = 2;
+  o.gemm = "fastest";
+  expect_invalid([&] { parallax::tp::validate(o); }, "kernel", "valid");
+}
+
+// ---- CLI parsing (nothing runs) ----
+int parse(std::vector<std::string> args) {
+  parallax::cli::Action action;
+  auto app = parallax::cli::make_app(action);
+  std::vector<const char*> argv{"parallax"};
+  for (auto& a : args) argv.push_back(a.c_str());
+  try {
+    app->parse(static_cast<int>(argv.size()), argv.data());
+  } catch (const CLI::ParseError& e) {
+    return 2;
+  }
+  return action ? 0 : 1;
+}
+
+TEST(CommCli, AcceptsDocumentedOptions) {
+  EXPECT_EQ(parse({"comm", "--op", "all-reduce", "--min-bytes", "1024", "--max-bytes", "1073741824", "--gpus", "2"}), 0);
+  EXPECT_EQ(parse({"comm", "--op", "all", "--json"}), 0);
+}
+
+TEST(CommCli, RejectsBadOptions) {
+  EXPECT_EQ(parse({"comm", "--op", "allreduce"}), 2);
+  EXPECT_EQ(parse({"comm", "--min-bytes", "2"}), 2);
+  EXPECT_EQ(parse({"comm", "--gpus", "0"}), 2);
+}
+
+TEST(TpCli, AcceptsDocumentedOptions) {
+  EXPECT_EQ(parse({"tp", "--gpus", "2", "--t", "8192", "--k", "8192", "--n", "28672", "--layer", "column",
+                   "--overlap", "on", "--chunks", "4", "--scaling", "strong", "--gemm", "cublas", "--json"}), 0);
+  EXPECT_EQ(parse({"tp", "--layer", "row", "--overlap", "both", "--scaling", "weak", "--gemm", "auto"}), 0);
+}
+
+TEST(TpCli, RejectsBadOptions) {
+  EXPECT_EQ(parse({"tp", "--layer", "diagonal"}), 2);
+  EXPECT_EQ(parse({"tp", "--overlap", "maybe"}), 2);
+  EXPECT_EQ(parse({"tp", "--chunks", "0"}), 2);
+  EXPECT_EQ(parse({"tp", "--gemm", "fastest"}), 2);
+  EXPECT_EQ(parse({"tp", "--scaling", "linear"}), 2);
+}
+
+}  // namespace
+
+namespace {
+// Run by CTest under `mpirun -np 2` (test `mpi_launch_env`): the real launcher's variables parse to a
+// consistent rank / size / local rank. Skips when not launched by OpenMPI.
+TEST(LaunchEnvUnderMpirun, MatchesTheLauncher) {
+  if (!std::getenv("OMPI_COMM_WORLD_RANK")) GTEST_SKIP() << "not launched by OpenMPI's mpirun";
+  const auto e = parallax::parse_launch_env();
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->source, "OpenMPI");
+  EXPECT_EQ(e->world_size, std::atoi(std::getenv("OMPI_COMM_WORLD_SIZE")));
+  EXPECT_EQ(e->rank, std::atoi(std::getenv("OMPI_COMM_WORLD_RANK")));
+  EXPECT_GE(e->local_rank, 0);
+  EXPECT_LE(e->local_rank, e->rank);
+}
+}  // namespace
