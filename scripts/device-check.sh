@@ -10,6 +10,8 @@
 #   logs.tar.gz   every step's full log (logs/<step>.log), nvidia-smi, the ctest JUnit file
 #   info.json, ladder.json, tune.json, tc.json   the results documents (schema parallax.results/1; tune: the
 #                 tuner's; tc: the tensor-core GEMM study `parallax gemm --ladder --dtype bf16`)
+#   attention.json, attention_peers.json   `parallax attention` and torch SDPA (flash, cuDNN) in the same run
+#   comm.json, tp.json   (steps comm / tp, 2+ GPUs) `parallax comm` and `parallax tp` over all visible GPUs
 # summary.txt and logs.tar.gz are rewritten after every step, so a run cut off from outside still leaves
 # what it had done.
 #
@@ -20,6 +22,9 @@
 #   STEPS="build test memcheck racecheck python tune info ladder tc"   which steps, in this order; aliases:
 #         all, sanitize (memcheck racecheck), bench (tune info ladder tc), quick (build test info)
 #   TC_DTYPE=bf16  TC_ARGS="" (more `parallax gemm --ladder --dtype` options, e.g. "--levels mma,wgmma")
+#   ATTN_ARGS="" (more `parallax attention` options, e.g. --quick)   TP_ARGS="" (more `parallax tp` options)
+#   multi-GPU steps (not in "all"): mgpu (the *2Gpu* GPU tests, one ctest per test with a time limit),
+#   comm, tp
 #   PARALLAX_CUDA_ARCHS=90a   architectures to build (90a only by default here: half the compile time)
 #   BUILD_DIR=build-device    JOBS=<nproc>    CTEST_JOBS=8
 #   LADDER_SIZES=1000,1024,2048,4096,8192   LADDER_ARGS="" (more `parallax gemm` options)
@@ -72,7 +77,7 @@ if [ "${1:-}" = "__step" ]; then
       # racecheck is far slower than memcheck on shared-memory kernels: it covers every ladder level's
       # shared-memory path (small and big tiles, edges) rather than every test (RACECHECK_FILTER overrides).
       filter='*'
-      [ "$step" = racecheck ] && filter=${RACECHECK_FILTER:-'Ladder/SgemmLadderTest.BigTilePathWithEdges/*:Ladder/SgemmLadderTest.AlphaBeta/*'}
+      [ "$step" = racecheck ] && filter=${RACECHECK_FILTER:-'Ladder/SgemmLadderTest.BigTilePathWithEdges/*:Ladder/SgemmLadderTest.AlphaBeta/*:Level3/AttentionMmaTest.TileEdges/bf16_d128:GemmTc.AutoRunsTheTensorCoreLevel'}
       PARALLAX_TEST_QUICK=1 compute-sanitizer --tool "$step" --error-exitcode 1 "$GPU_TESTS" --gtest_brief=1 \
         --gtest_filter="$filter"
       ;;
@@ -89,6 +94,23 @@ if [ "${1:-}" = "__step" ]; then
     ladder)
       # shellcheck disable=SC2086  # LADDER_ARGS is a list of words on purpose
       "$PARALLAX" gemm --ladder --sizes "$LADDER_SIZES" --json-out "$out/ladder.json" $LADDER_ARGS
+      ;;
+    attention)
+      # torch's SDPA backends first (the peers), then parallax with the peers' numbers beside its own.
+      PYTHONUNBUFFERED=1 python3 scripts/attention_peers.py --out "$out/attention_peers.json" ${ATTN_PEER_ARGS:-} &&
+        "$PARALLAX" attention --peers "$out/attention_peers.json" --json-out "$out/attention.json" ${ATTN_ARGS:-}
+      ;;
+    mgpu)
+      ctest --test-dir "$BUILD_DIR" -R '2Gpu' --output-on-failure --timeout 120
+      ;;
+    comm)
+      g=$(nvidia-smi -L | wc -l)
+      "$PARALLAX" comm --gpus "$g" --op all --min-bytes 1048576 --max-bytes 1073741824 --json-out "$out/comm.json"
+      ;;
+    tp)
+      g=$(nvidia-smi -L | wc -l)
+      # shellcheck disable=SC2086
+      "$PARALLAX" tp --gpus "$g" --t 8192 --k 8192 --n 28672 --json-out "$out/tp.json" ${TP_ARGS:-}
       ;;
     tc)
       # shellcheck disable=SC2086  # TC_ARGS is a list of words on purpose
@@ -120,12 +142,12 @@ TOLERATE=${TOLERATE:-tune}
 expanded=()
 for s in $STEPS; do
   case $s in
-    all) expanded+=(build test memcheck racecheck python tune info ladder tc) ;;
+    all) expanded+=(build test memcheck racecheck python tune info ladder tc attention) ;;
     sanitize) expanded+=(memcheck racecheck) ;;
-    bench) expanded+=(tune info ladder tc) ;;
+    bench) expanded+=(tune info ladder tc attention) ;;
     quick) expanded+=(build test info) ;;
-    build | test | memcheck | racecheck | python | tune | info | ladder | tc) expanded+=("$s") ;;
-    *) echo "device-check: unknown step '$s' (steps: build test memcheck racecheck python tune info ladder tc;" \
+    build | test | memcheck | racecheck | python | tune | info | ladder | tc | attention | mgpu | comm | tp) expanded+=("$s") ;;
+    *) echo "device-check: unknown step '$s' (steps: build test memcheck racecheck python tune info ladder tc attention mgpu comm tp;" \
          "aliases: all sanitize bench quick)" >&2; exit 2 ;;
   esac
 done
@@ -141,6 +163,10 @@ default_timeout() {
     info) echo "${T_INFO:-300}" ;;
     ladder) echo "${T_LADDER:-900}" ;;
     tc) echo "${T_TC:-900}" ;;
+    attention) echo "${T_ATTENTION:-900}" ;;
+    mgpu) echo "${T_MGPU:-600}" ;;
+    comm) echo "${T_COMM:-300}" ;;
+    tp) echo "${T_TP:-600}" ;;
   esac
 }
 
@@ -299,7 +325,7 @@ for step in "${expanded[@]}"; do
   esac
   if [ "$rc" -ne 0 ] && [[ " $TOLERATE " == *" $step "* ]]; then status="$status tolerated"; fi
   # A JSON document left empty by a failed command would only mislead; drop it.
-  for f in tune.json info.json ladder.json tc.json; do
+  for f in tune.json info.json ladder.json tc.json attention.json attention_peers.json comm.json tp.json; do
     [ -f "$OUT_DIR/$f" ] && [ ! -s "$OUT_DIR/$f" ] && rm -f "$OUT_DIR/$f"
   done
   names+=("$step") statuses+=("$status") seconds+=("$secs")
