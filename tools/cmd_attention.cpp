@@ -10,11 +10,14 @@
 // GPU (records suite "attention", names "torch-flash" / "torch-cudnn") and adds "x torch" ratio columns
 // (peer ms / our ms: above 1 = faster than the peer).
 #include <fmt/core.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -22,6 +25,7 @@
 #include <vector>
 
 #include "cli.hpp"
+#include "cmd_report.hpp"
 #include "parallax/attention.hpp"
 #include "parallax/bench.hpp"
 #include "parallax/core.hpp"
@@ -39,6 +43,7 @@ struct AttentionOptions {
   std::string causal = "both";
   bool quick = false;
   std::string peers_file;
+  bool torch_peers = false;  // run scripts/attention_peers.py first (skipped with a note when it cannot run)
   int repetitions = 20, warmup = 3;
   OutputOptions output;
 };
@@ -102,9 +107,28 @@ int run_attention(const AttentionOptions& o) {
   const DType dtype = bf16 ? DType::kBF16 : DType::kF16;
   const double tolerance = bf16 ? 2e-2 : 5e-3;  // max abs error vs level 1 (|out| <= 1; two roundings)
   std::vector<results::Record> peers;
-  if (!o.peers_file.empty()) {
-    std::ifstream in(o.peers_file);
-    if (!in) throw Error("cannot read --peers file '" + o.peers_file + "'");
+  std::string peers_file = o.peers_file;
+  std::string peers_note;
+  if (o.torch_peers && peers_file.empty()) {
+    // torch's SDPA backends in the same run, through the script (its own CUDA context, before ours works).
+    try {
+      const std::string script = find_script(std::filesystem::path(self_executable()).parent_path().string(),
+                                             "attention_peers.py");
+      const std::string out = (std::filesystem::temp_directory_path() /
+                               ("parallax-attention-peers-" + std::to_string(::getpid()) + ".json")).string();
+      std::string command = "python3 '" + script + "' --out '" + out + "' --dtype " + o.dtype +
+                            (o.quick ? " --quick" : "") + " 1>&2";
+      const int status = std::system(command.c_str());
+      if (status == 0) peers_file = out;
+      else peers_note = "torch peers not measured: `" + command + "` exited with status " + std::to_string(status);
+    } catch (const std::exception& e) {
+      peers_note = std::string("torch peers not measured: ") + e.what();
+    }
+    if (!peers_note.empty()) fmt::print(stderr, "parallax attention: {}\n", peers_note);
+  }
+  if (!peers_file.empty()) {
+    std::ifstream in(peers_file);
+    if (!in) throw Error("cannot read --peers file '" + peers_file + "'");
     std::stringstream text;
     text << in.rdbuf();
     peers = results::parse(text.str()).records;
@@ -113,6 +137,7 @@ int run_attention(const AttentionOptions& o) {
   results::Document doc = results::make_document(device);
   doc.context = {{"dtype", o.dtype}, {"repetitions", std::int64_t{o.repetitions}}, {"warmup", std::int64_t{o.warmup}},
                  {"tolerance_max_abs", tolerance}, {"reference", std::string("level 1 'reference' kernel")}};
+  if (!peers_note.empty()) doc.context.emplace_back("peers", peers_note);
   if (o.output.prints_table())
     fmt::print("parallax attention on {} ({}), parallax {} ({}), {}\n", device.name, device.arch(), parallax::version(),
                parallax::git_sha(), o.dtype);
@@ -224,7 +249,11 @@ void add_attention(CLI::App& root, Action& action) {
       ->check(CLI::IsMember({64, 128}));
   cmd->add_option("--causal", o.causal, "on, off or both")->check(CLI::IsMember({"on", "off", "both"}))->capture_default_str();
   cmd->add_flag("--quick", o.quick, "Only S 512 and 2048 (plus B4 H16 S1024 D64)");
-  cmd->add_option("--peers", o.peers_file, "parallax.results/1 JSON from scripts/attention_peers.py")->type_name("FILE");
+  auto* peers_opt =
+      cmd->add_option("--peers", o.peers_file, "parallax.results/1 JSON from scripts/attention_peers.py")->type_name("FILE");
+  cmd->add_flag("--torch-peers", o.torch_peers,
+                "Run scripts/attention_peers.py (torch SDPA flash + cuDNN) first and compare with it")
+      ->excludes(peers_opt);
   cmd->add_option("--reps", o.repetitions, "Timed runs (median)")->check(CLI::Range(1, 10000))->capture_default_str();
   cmd->add_option("--warmup", o.warmup, "Untimed runs")->check(CLI::Range(0, 10000))->capture_default_str();
   cmd->callback([options, &action] { action = [options] { return run_attention(*options); }; });

@@ -89,15 +89,23 @@ std::vector<ReportSection> plan_report(bool quick, int gpu_count) {
     return args;
   };
   // Tensor-core GEMM: the same `gemm --ladder` as FP32, with the BF16 dtype (levels 9+ against cublasGemmEx).
+  // Full: issue 4's study (squares 1024..8192, LLM shapes, transposes, odd shapes); quick: two squares.
   plan.push_back({"gemm", "tensor-core GEMM vs cuBLAS",
-                  quick ? std::vector<std::string>{"gemm", "--ladder", "--dtype", "bf16", "--sizes", "4096"}
-                        : std::vector<std::string>{"gemm", "--ladder", "--dtype", "bf16", "--sizes", "1024,2048,4096,8192"},
+                  quick ? std::vector<std::string>{"gemm", "--ladder", "--dtype", "bf16", "--shapes", "2048,4096",
+                                                   "--reps", "10"}
+                        : std::vector<std::string>{"gemm", "--ladder", "--dtype", "bf16"},
                   ""});
-  plan.push_back({"attention", "attention forward (vs torch SDPA when importable)", with_quick({"attention", "--sweep"}), ""});
-  plan.push_back({"attention_backward", "attention backward", with_quick({"attention", "--sweep", "--backward"}), ""});
+  plan.push_back({"attention", "attention forward (vs torch SDPA when importable)",
+                  with_quick({"attention", "--kernel", "tiled,mma", "--torch-peers"}), ""});
+  plan.push_back({"attention_backward", "attention backward", {}, "attention backward is not implemented yet (issue 6)"});
   const std::string one_gpu = fmt::format("needs 2 or more GPUs, {} visible", gpu_count);
-  plan.push_back({"comm", "collectives (NCCL)", with_quick({"comm", "--sweep"}), gpu_count >= 2 ? "" : one_gpu});
-  plan.push_back({"tp", "tensor parallelism, strong and weak scaling", with_quick({"tp", "--sweep"}),
+  const std::string gpus = std::to_string(gpu_count);
+  plan.push_back({"comm", "collectives (NCCL)",
+                  {"comm", "--gpus", gpus, "--op", "all", "--min-bytes", "1048576", "--max-bytes",
+                   quick ? "268435456" : "1073741824"},
+                  gpu_count >= 2 ? "" : one_gpu});
+  plan.push_back({"tp", "tensor parallelism, column-parallel forward/backward",
+                  {"tp", "--gpus", gpus, "--t", "8192", "--k", "8192", "--n", "28672"},
                   gpu_count >= 2 ? "" : one_gpu});
   return plan;
 }
@@ -243,16 +251,16 @@ std::string self_executable() {
   return p.string();
 }
 
-std::string find_report_script(const std::string& executable_dir) {
+std::string find_script(const std::string& executable_dir, const std::string& file) {
   std::vector<fs::path> candidates;
   if (const char* dir = std::getenv("PARALLAX_SCRIPTS_DIR"); dir != nullptr && *dir != '\0')
-    candidates.emplace_back(fs::path(dir) / "report.py");
+    candidates.emplace_back(fs::path(dir) / file);
   const fs::path exe(executable_dir);
-  candidates.push_back(exe / ".." / "share" / "parallax" / "scripts" / "report.py");  // installed
-  candidates.push_back(exe / ".." / "scripts" / "report.py");
-  candidates.push_back(exe / ".." / ".." / "scripts" / "report.py");  // build/tools/parallax in a checkout
+  candidates.push_back(exe / ".." / "share" / "parallax" / "scripts" / file);  // installed
+  candidates.push_back(exe / ".." / "scripts" / file);
+  candidates.push_back(exe / ".." / ".." / "scripts" / file);  // build/tools/parallax in a checkout
 #ifdef PARALLAX_SOURCE_DIR
-  candidates.push_back(fs::path(PARALLAX_SOURCE_DIR) / "scripts" / "report.py");  // the tree this was built from
+  candidates.push_back(fs::path(PARALLAX_SOURCE_DIR) / "scripts" / file);  // the tree this was built from
 #endif
   std::string looked;
   for (const auto& c : candidates) {
@@ -260,9 +268,11 @@ std::string find_report_script(const std::string& executable_dir) {
     if (fs::is_regular_file(c, ec)) return fs::weakly_canonical(c, ec).string();
     looked += "\n  " + c.lexically_normal().string();
   }
-  throw Error("cannot find scripts/report.py; looked in:" + looked +
-              "\nset PARALLAX_SCRIPTS_DIR to the directory holding report.py");
+  throw Error("cannot find scripts/" + file + "; looked in:" + looked +
+              "\nset PARALLAX_SCRIPTS_DIR to the directory holding " + file);
 }
+
+std::string find_report_script(const std::string& executable_dir) { return find_script(executable_dir, "report.py"); }
 
 namespace {
 

@@ -93,6 +93,9 @@ ReportRun run_sections(const ReportOptions& options, const std::vector<ReportSec
 // <exe dir>/../../scripts, then the source tree this binary was built from. Throws parallax::Error listing
 // every place it looked.
 std::string find_report_script(const std::string& executable_dir);
+// The same search for any file under scripts/ ("attention_peers.py"): PARALLAX_SCRIPTS_DIR, the install
+// prefix, next to the build, the source tree the binary was built from. Throws Error listing where it looked.
+std::string find_script(const std::string& executable_dir, const std::string& file);
 
 // The path of the running executable (/proc/self/exe).
 std::string self_executable();

@@ -182,6 +182,10 @@ TEST(ReportPlan, SectionsInReportOrderWithUniqueNames) {
     EXPECT_EQ(names, (std::vector<std::string>{"roofs", "sgemm_ladder", "gemm", "attention", "attention_backward",
                                                 "comm", "tp"}));
     for (const auto& s : plan) {
+      if (s.name == "attention_backward") {  // issue 6: skipped, saying why, until it exists
+        EXPECT_NE(s.skip_reason.find("not implemented yet"), std::string::npos) << s.skip_reason;
+        continue;
+      }
       EXPECT_FALSE(s.args.empty()) << s.name;
       EXPECT_TRUE(s.skip_reason.empty()) << s.name << ": " << s.skip_reason;
       EXPECT_FALSE(s.title.empty()) << s.name;
@@ -196,7 +200,7 @@ TEST(ReportPlan, MultiGpuSectionsSkipOnOneGpuSayingWhy) {
     for (const auto& s : cli::plan_report(false, gpus)) {
       if (s.name == "comm" || s.name == "tp")
         EXPECT_EQ(s.skip_reason, "needs 2 or more GPUs, " + std::to_string(gpus) + " visible") << s.name;
-      else
+      else if (s.name != "attention_backward")
         EXPECT_TRUE(s.skip_reason.empty()) << s.name;
     }
   }
@@ -215,20 +219,25 @@ TEST(ReportPlan, QuickUsesSmallerSweeps) {
   };
   EXPECT_EQ(sizes(quick_ladder), "1024,4096");
   EXPECT_EQ(sizes(full_ladder), "1000,1024,2048,4096,8192");
-  EXPECT_EQ(sizes(args_of(true, "gemm")), "4096");
-  for (const std::string name : {"attention", "attention_backward", "comm", "tp"}) {
-    const auto q = args_of(true, name), f = args_of(false, name);
-    EXPECT_EQ(std::count(q.begin(), q.end(), "--quick"), 1) << name;
-    EXPECT_EQ(std::count(f.begin(), f.end(), "--quick"), 0) << name;
-  }
+  const auto quick_gemm = args_of(true, "gemm"), full_gemm = args_of(false, "gemm");
+  const auto shapes = std::find(quick_gemm.begin(), quick_gemm.end(), "--shapes");
+  ASSERT_NE(shapes, quick_gemm.end());
+  EXPECT_EQ(*(shapes + 1), "2048,4096");
+  EXPECT_EQ(std::count(full_gemm.begin(), full_gemm.end(), "--shapes"), 0) << "full: the default study of issue 4";
+  const auto q = args_of(true, "attention"), f = args_of(false, "attention");
+  EXPECT_EQ(std::count(q.begin(), q.end(), "--quick"), 1);
+  EXPECT_EQ(std::count(f.begin(), f.end(), "--quick"), 0);
+  EXPECT_EQ(std::count(f.begin(), f.end(), "--torch-peers"), 1);
+  const auto qc = args_of(true, "comm");
+  EXPECT_EQ(*(std::find(qc.begin(), qc.end(), "--gpus") + 1), "8") << "collectives over every visible GPU";
 }
 
 // The sections whose subcommands exist on this branch must parse with this build's own CLI, so the plan
 // cannot drift from the options it calls.
 TEST(ReportPlan, ExistingSubcommandsAcceptThePlannedArguments) {
   for (bool quick : {false, true}) {
-    for (const auto& s : cli::plan_report(quick, 1)) {
-      if (s.name != "roofs" && s.name != "sgemm_ladder") continue;
+    for (const auto& s : cli::plan_report(quick, 2)) {
+      if (!s.skip_reason.empty()) continue;
       cli::Action action;
       auto app = cli::make_app(action);
       std::vector<std::string> args = s.args;
