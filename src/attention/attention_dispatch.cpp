@@ -145,6 +145,17 @@ bool attention_vector_aligned(const AttentionArgs& a) {
          strides_ok(a.k_strides) && strides_ok(a.v_strides) && strides_ok(a.out_strides);
 }
 
+bool attention_tma_compatible(const AttentionArgs& a) {
+  if (!attention_vector_aligned(a) || a.batch > 65535 || a.heads > 65535) return false;
+  constexpr std::int64_t kMaxStride = (std::int64_t{1} << 39) - 1;  // elements: TMA strides are < 2^40 bytes
+  const auto ok = [&](const AttentionStrides& s, int seqlen, int heads) {
+    const auto dim_ok = [&](std::int64_t stride, int extent) { return extent == 1 || (stride > 0 && stride <= kMaxStride); };
+    return dim_ok(s.seq, seqlen) && dim_ok(s.head, heads) && dim_ok(s.batch, a.batch);
+  };
+  return ok(a.q_strides, a.seqlen_q, a.heads) && ok(a.k_strides, a.seqlen_k, a.heads_kv) &&
+         ok(a.v_strides, a.seqlen_k, a.heads_kv);
+}
+
 namespace {
 int current_cc_major() {
   int device = 0, major = 0;
@@ -159,10 +170,15 @@ void require_cc(std::string_view kernel, int major_needed, int major_have) {
 }
 }  // namespace
 
-// "auto": level 3 on sm_80+ when the operands allow 16-byte loads, else level 2. Level 4 joins here once it
-// exists (it is a placeholder today, so auto does not pick it).
+// "auto": level 4 on sm_90 (exactly compute capability 9.0: the kernel is sm_90a code) when TMA can describe
+// the operands, else level 3 on sm_80+ when they allow 16-byte loads, else level 2.
 AttentionKernel choose_attention_kernel(const AttentionArgs& a) {
-  if (current_cc_major() >= 8 && attention_vector_aligned(a)) return AttentionKernel::kMma;
+  int device = 0, major = 0, minor = 0;
+  PX_CUDA_CHECK(cudaGetDevice(&device));
+  PX_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  PX_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+  if (major == 9 && minor == 0 && attention_tma_compatible(a)) return AttentionKernel::kWgmma;
+  if (major >= 8 && attention_vector_aligned(a)) return AttentionKernel::kMma;
   return AttentionKernel::kTiled;
 }
 
@@ -209,6 +225,9 @@ void attention_forward(const AttentionArgs& args, cudaStream_t stream, Attention
       return detail::launch_attention_mma(args, stream);
     case AttentionKernel::kWgmma:
       require_vectors(kernel);
+      PX_REQUIRE(detail::attention_tma_compatible(args), "q_strides",
+                 "kernel 'wgmma' loads q/k/v through TMA: every q/k/v stride of a dimension longer than 1 must be "
+                 "> 0 (no broadcasting) and batch, heads must be <= 65535 (use 'mma' or 'auto' for other layouts)");
       detail::require_cc("wgmma", 9, detail::current_cc_major());
       return detail::launch_attention_wgmma(args, stream);
   }

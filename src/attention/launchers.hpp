@@ -14,8 +14,12 @@ void launch_attention_tiled(const AttentionArgs& args, cudaStream_t stream);    
 // attention_vector_aligned(args) holds (q/k/v/out bases 16-byte aligned and every seq/head/batch stride a
 // multiple of 8 elements); "auto" falls back to level 2 otherwise, an explicit request is an InvalidArgument.
 bool attention_vector_aligned(const AttentionArgs& args);
-// What kernel "auto" runs for these arguments on the current device: "mma" on sm_80+ with 16-byte-aligned
-// operands, else "tiled" ("wgmma" joins once level 4 is more than a placeholder).
+// Level 4 (wgmma) reads q/k/v through TMA tensor maps: on top of attention_vector_aligned it needs every q/k/v
+// stride of a dimension longer than 1 to be positive (a TMA stride cannot be 0, i.e. no broadcasting), and
+// batch, heads <= 65535 (its grid is (query blocks, H, B)). "auto" falls back to level 3 otherwise.
+bool attention_tma_compatible(const AttentionArgs& args);
+// What kernel "auto" runs for these arguments on the current device: "wgmma" on sm_90 (compute capability
+// 9.0) when attention_tma_compatible, else "mma" on sm_80+ with 16-byte-aligned operands, else "tiled".
 AttentionKernel choose_attention_kernel(const AttentionArgs& args);
 
 void launch_attention_mma(const AttentionArgs& args, cudaStream_t stream);        // level 3, sm_80+

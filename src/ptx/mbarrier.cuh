@@ -85,6 +85,12 @@ __device__ __forceinline__ void mbarrier_wait(std::uint64_t* bar, std::uint32_t 
 #endif
 }
 
+// Named barrier `id` (1..15; 0 is __syncthreads) over `threads` threads (a multiple of 32): lets one
+// warpgroup synchronise its own 128 threads without stopping the other warpgroups of the block.
+__device__ __forceinline__ void named_barrier_sync(std::uint32_t id, std::uint32_t threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
 // Register reallocation across warpgroups (all warps of the warpgroup execute it). REGS: multiple of 8 in
 // [24, 256].
 template <int REGS>

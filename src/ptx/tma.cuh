@@ -36,4 +36,21 @@ __device__ __forceinline__ void tma_load_2d(void* dst, const void* tensor_map, s
 #endif
 }
 
+// Copies the box at element coordinates (c0 innermost, ..., c3) of a 4D tensor map into shared memory at `dst`
+// (1024-byte aligned for the 128B swizzle) and counts its bytes on `bar`. Used for [B, S, H, D] attention
+// tensors with arbitrary strides: dimensions (D, S, H, B), so one map serves every (batch, head).
+__device__ __forceinline__ void tma_load_4d(void* dst, const void* tensor_map, std::uint64_t* bar, int c0, int c1,
+                                            int c2, int c3) {
+#if PX_SM90_PTX
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5, "
+      "%6}], [%2];\n" ::"r"(smem_addr(dst)),
+      "l"(reinterpret_cast<std::uint64_t>(tensor_map)), "r"(smem_addr(bar)), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+      : "memory");
+#else
+  (void)dst, (void)tensor_map, (void)bar, (void)c0, (void)c1, (void)c2, (void)c3;
+  __trap();
+#endif
+}
+
 }  // namespace parallax::ptx

@@ -78,7 +78,20 @@ __device__ __forceinline__ void wgmma_wait_group() {
 // Tells the compiler a register is read and written here, so it neither moves accumulator accesses across
 // the asynchronous wgmma boundaries nor assumes values it cannot see change (emits no instruction).
 __device__ __forceinline__ void register_fence(float& r) { asm volatile("" : "+f"(r)::"memory"); }
+// The same for a 32-bit register holding packed 16-bit A values of a register-A wgmma: fencing it after the
+// wgmma.wait_group keeps the compiler from reusing the register while the asynchronous product still reads it.
+__device__ __forceinline__ void register_fence(std::uint32_t& r) { asm volatile("" : "+r"(r)::"memory"); }
 
 #include "ptx/wgmma_generated.inc"
+
+// A from registers ("RS" form, used by attention's O += P V where P never leaves the registers):
+//   wgmma.mma_async.sync.aligned.m64nNk16.f32.T.T {d...}, {a0, a1, a2, a3}, desc_b, p, 1, 1, transB;
+// Thread t (warp w = t / 32, lane l) supplies rows 16 w + l / 4 (+8) and columns 2 (l % 4) (+1, +8, +9) of
+// the m64 x k16 A tile: a0 = (row, k 2q..2q+1), a1 = (row + 8, same k), a2 = (row, k + 8), a3 = (row + 8, k + 8),
+// two 16-bit values per register, lower k in the low half. Those are exactly the positions of accumulator
+// registers 8 kk + 0..7 of an m64nNk16 f32 accumulator for columns 16 kk .. 16 kk + 15 (layout above), so a
+// product's result becomes the next product's A operand by converting pairs: a[i] = pack(acc[8 kk + 2 i],
+// acc[8 kk + 2 i + 1]). There is no transpose immediate for A (registers are always "K-major").
+#include "ptx/wgmma_rs_generated.inc"
 
 }  // namespace parallax::ptx

@@ -54,4 +54,38 @@ CUtensorMap make_tma_map_2d(const void* base, DType type, int rows, int cols, st
   return map;
 }
 
+CUtensorMap make_tma_map_4d(const void* base, DType type, const std::uint64_t (&dims)[4],
+                            const std::uint64_t (&strides_bytes)[3], const std::uint32_t (&box)[4]) {
+  PX_REQUIRE(type == DType::kBF16 || type == DType::kF16, "type", "TMA operand maps are built for bf16 / f16");
+  PX_REQUIRE(reinterpret_cast<std::uintptr_t>(base) % 16 == 0, "base", "must be 16-byte aligned for TMA");
+  for (int i = 0; i < 4; ++i)
+    PX_REQUIRE(dims[i] >= 1 && dims[i] <= (std::uint64_t{1} << 32), "dims",
+               "every extent must be in [1, 2^32] (got dims[" + std::to_string(i) + "]=" + std::to_string(dims[i]) +
+                   ")");
+  for (int i = 0; i < 3; ++i)
+    PX_REQUIRE(strides_bytes[i] % 16 == 0 && strides_bytes[i] > 0 && strides_bytes[i] < (std::uint64_t{1} << 40),
+               "strides_bytes",
+               "TMA strides must be positive multiples of 16 bytes below 2^40 (got strides_bytes[" +
+                   std::to_string(i) + "]=" + std::to_string(strides_bytes[i]) + ")");
+  PX_REQUIRE(box[0] * 2 == 128, "box", "box[0] must span the 128-byte swizzle row (64 16-bit values)");
+  for (int i = 1; i < 4; ++i)
+    PX_REQUIRE(box[i] >= 1 && box[i] <= 256, "box", "box extents must be in [1, 256] (TMA box limit)");
+
+  CUtensorMap map{};
+  const cuuint64_t gdims[4] = {dims[0], dims[1], dims[2], dims[3]};
+  const cuuint64_t gstrides[3] = {strides_bytes[0], strides_bytes[1], strides_bytes[2]};
+  const cuuint32_t gbox[4] = {box[0], box[1], box[2], box[3]};
+  const cuuint32_t elem_strides[4] = {1, 1, 1, 1};
+  const CUresult r = encode_tiled_fn()(
+      &map, type == DType::kBF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 4,
+      const_cast<void*>(base), gdims, gstrides, gbox, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+      CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS)
+    throw Error("cuTensorMapEncodeTiled (4D) failed with CUresult " + std::to_string(static_cast<int>(r)) +
+                " (dims=" + std::to_string(dims[0]) + "x" + std::to_string(dims[1]) + "x" + std::to_string(dims[2]) +
+                "x" + std::to_string(dims[3]) + " strides=" + std::to_string(strides_bytes[0]) + "," +
+                std::to_string(strides_bytes[1]) + "," + std::to_string(strides_bytes[2]) + " bytes)");
+  return map;
+}
+
 }  // namespace parallax::detail
