@@ -230,7 +230,7 @@ void add_attention(CLI::App& root, Action& action) {
   auto options = std::make_shared<AttentionOptions>();
   AttentionOptions& o = *options;
   CLI::App* cmd = root.add_subcommand("attention", "FlashAttention forward ladder vs level 1, with torch peers");
-  cmd->footer("Examples:\n  parallax attention --quick\n  parallax attention --kernel tiled,mma --head-dim 128 --causal on\n"
+  cmd->footer("Examples:\n  parallax attention --quick\n  parallax attention --kernel mma,wgmma --head-dim 128 --causal on\n"
               "  python scripts/attention_peers.py --out peers.json && parallax attention --peers peers.json");
   add_output_options(*cmd, o.output);
   cmd->add_option("--kernel", o.kernels, "Kernels, comma-separated (reference, tiled, mma, wgmma, auto)")

@@ -96,7 +96,7 @@ std::vector<ReportSection> plan_report(bool quick, int gpu_count) {
                         : std::vector<std::string>{"gemm", "--ladder", "--dtype", "bf16"},
                   ""});
   plan.push_back({"attention", "attention forward (vs torch SDPA when importable)",
-                  with_quick({"attention", "--kernel", "tiled,mma", "--torch-peers"}), ""});
+                  with_quick({"attention", "--kernel", "tiled,mma,wgmma", "--torch-peers"}), ""});
   plan.push_back({"attention_backward", "attention backward", {}, "attention backward is not implemented yet (issue 6)"});
   const std::string one_gpu = fmt::format("needs 2 or more GPUs, {} visible", gpu_count);
   const std::string gpus = std::to_string(gpu_count);

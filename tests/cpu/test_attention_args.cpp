@@ -184,6 +184,27 @@ TEST(AttentionArgs, ForwardValidatesBeforeTouchingTheDevice) {
                  "unknown AttentionKernel value 42");
 }
 
+// Level 4 reads q/k/v through TMA tensor maps, which cannot express a zero stride along a dimension longer than
+// 1 (broadcasting); an explicit "wgmma" request on such a layout is an InvalidArgument raised before any device
+// call ("auto" falls back to level 3 there, which a GPU test covers).
+TEST(AttentionKernels, WgmmaRejectsLayoutsTmaCannotDescribe) {
+  Fixture f;
+  auto a = f.valid();
+  ASSERT_EQ(reinterpret_cast<std::uintptr_t>(f.k.data()) % 16, 0u) << "host buffers stand in for 16-byte aligned ones";
+  a.k_strides.batch = 0;  // the same keys for both batch entries
+  expect_invalid([&] { parallax::attention_forward(a, nullptr, "wgmma"); }, "q_strides", "TMA");
+  a = f.valid();
+  a.v_strides.head = 0;  // every kv head reads the same values
+  expect_invalid([&] { parallax::attention_forward(a, nullptr, "wgmma"); }, "q_strides", "must be > 0");
+  a = f.valid();
+  a.q_strides.seq = 0;
+  expect_invalid([&] { parallax::attention_forward(a, nullptr, "wgmma"); }, "q_strides", "no broadcasting");
+  // The 16-byte rule of levels 3-4 comes first and keeps its own message.
+  a = f.valid();
+  a.k_strides.seq += 4;
+  expect_invalid([&] { parallax::attention_forward(a, nullptr, "wgmma"); }, "q", "16-byte aligned");
+}
+
 TEST(AttentionKernels, NamesAndParsing) {
   const auto names = parallax::attention_kernel_names();
   ASSERT_EQ(names.size(), 5u);

@@ -1,4 +1,4 @@
-// Level-3-specific GPU tests of the FA2-style attention kernel ("mma"), against the float64 CPU reference in
+// Level-3/4-specific GPU tests of the FA2-style ("mma") and FA3-style ("wgmma", sm_90 only) kernels, against the float64 CPU reference in
 // tests/common/attention_reference.hpp computed from the exact 16-bit inputs the GPU read.
 //
 // The cases aim at the kernel's own edges (tile sizes: 128 query rows per CTA, 64 keys per tile for D 128 and
@@ -114,6 +114,7 @@ struct Case {
   bool causal;
   int pad_head = 0, pad_seq = 0;  // extra elements (multiples of 8) in the strides
   float scale = 0;                // 0: default 1 / sqrt(D)
+  bool kv_batch_broadcast = false;  // k and v hold one batch entry, read by all (batch stride 0)
 };
 
 std::string describe(const Case& c, DType t, int d) {
@@ -126,15 +127,17 @@ std::string describe(const Case& c, DType t, int d) {
   return os.str();
 }
 
-void run_case(const Case& c, DType type, int head_dim, int case_index) {
-  const std::string what = describe(c, type, head_dim);
+void run_case(const Case& c, DType type, int head_dim, int case_index, const char* kernel) {
+  const std::string what = std::string(kernel) + " " + describe(c, type, head_dim);
   SCOPED_TRACE(what);
   std::mt19937_64 rng(process_seed() ^ (0x9E3779B97F4A7C15ull * (case_index + 1)) ^
                       (static_cast<std::uint64_t>(head_dim) << 40) ^ (type == DType::kBF16 ? 1ull : 2ull));
 
   Tensor4 q(type, c.batch, c.seqlen_q, c.heads, head_dim, c.pad_head, c.pad_seq);
-  Tensor4 k(type, c.batch, c.seqlen_k, c.heads_kv, head_dim, c.pad_head, c.pad_seq);
-  Tensor4 v(type, c.batch, c.seqlen_k, c.heads_kv, head_dim, c.pad_head, c.pad_seq);
+  const int kv_batch = c.kv_batch_broadcast ? 1 : c.batch;
+  Tensor4 k(type, kv_batch, c.seqlen_k, c.heads_kv, head_dim, c.pad_head, c.pad_seq);
+  Tensor4 v(type, kv_batch, c.seqlen_k, c.heads_kv, head_dim, c.pad_head, c.pad_seq);
+  if (c.kv_batch_broadcast) k.st.batch = v.st.batch = 0;
   Tensor4 out(type, c.batch, c.seqlen_q, c.heads, head_dim, c.pad_head, c.pad_seq);
   q.fill_random(rng, 2.0f);
   k.fill_random(rng, 2.0f);
@@ -163,7 +166,7 @@ void run_case(const Case& c, DType type, int head_dim, int case_index) {
   a.lse = lse.data();
   if (c.scale > 0) a.softmax_scale = c.scale;
   a.causal = c.causal;
-  parallax::attention_forward(a, nullptr, "mma");
+  parallax::attention_forward(a, nullptr, kernel);
   PX_CUDA_CHECK(cudaDeviceSynchronize());
 
   AttentionShape shape{c.batch, c.seqlen_q, c.seqlen_k, c.heads, c.heads_kv, head_dim, c.causal, c.scale};
@@ -222,15 +225,26 @@ void run_case(const Case& c, DType type, int head_dim, int case_index) {
 struct Config {
   DType type;
   int head_dim;
+  const char* kernel;  // "mma" (level 3) or "wgmma" (level 4, sm_90 only)
 };
 std::string config_name(const ::testing::TestParamInfo<Config>& info) {
   return std::string(info.param.type == DType::kBF16 ? "bf16" : "f16") + "_d" + std::to_string(info.param.head_dim);
 }
 
-class AttentionMmaTest : public parallax::testing::GpuTestWithParam<Config> {};
+class AttentionMmaTest : public parallax::testing::GpuTestWithParam<Config> {
+ protected:
+  void SetUp() override {
+    parallax::testing::GpuTestWithParam<Config>::SetUp();
+    if (IsSkipped()) return;
+    const auto& info = parallax::device_info();
+    if (std::string(GetParam().kernel) == "wgmma" && !(info.cc_major == 9 && info.cc_minor == 0))
+      GTEST_SKIP() << "kernel 'wgmma' needs an sm_90 GPU";
+  }
+};
 
 void run_all(const std::vector<Case>& cases, const Config& cfg) {
-  for (std::size_t i = 0; i < cases.size(); ++i) run_case(cases[i], cfg.type, cfg.head_dim, static_cast<int>(i));
+  for (std::size_t i = 0; i < cases.size(); ++i)
+    run_case(cases[i], cfg.type, cfg.head_dim, static_cast<int>(i), cfg.kernel);
 }
 
 // Shapes around the tile sizes (128 query rows; 64 / 128 keys) and the smallest ones.
@@ -268,9 +282,53 @@ TEST_P(AttentionMmaTest, HeadsStridesScale) {
           GetParam());
 }
 
+// Level 4's own edges: 128 keys per tile (a 2- or 3-stage ring that wraps), 64 query rows per consumer
+// warpgroup (with a causal shift, one warpgroup can see nothing of a tile the other needs), TMA zero-fill.
+TEST_P(AttentionMmaTest, KeyTileRingAndWarpgroupEdges) {
+  run_all({{1, 64, 128, 1, 1, false},     // one consumer warpgroup's rows, exactly one key tile
+           {1, 65, 129, 1, 1, false},     // second warpgroup has one row; second key tile has one key
+           {1, 128, 192, 2, 2, true},     // causal shift 64: warpgroup 0 sees nothing of the second tile
+           {1, 192, 128, 2, 2, true},     // shift -64: the first 64 rows see nothing (a whole warpgroup)
+           {1, 300, 1100, 2, 1, true},    // 9 key tiles: the ring wraps several times, causal
+           {3, 257, 1031, 2, 2, false},   // ragged everything, batch 3
+           {1, 2, 4097, 1, 1, false}},    // decode-like: 33 key tiles for 2 rows
+          GetParam());
+}
+
+// k / v broadcast over the batch (batch stride 0): TMA cannot describe it, so an explicit "wgmma" request is an
+// InvalidArgument and "auto" must fall back to level 3 and still be right; level 3 itself handles it.
+TEST_P(AttentionMmaTest, KvBroadcastAcrossBatch) {
+  const Config cfg = GetParam();
+  Case c{3, 100, 200, 4, 2, true};
+  c.kv_batch_broadcast = true;
+  if (std::string(cfg.kernel) == "wgmma") {
+    Tensor4 q(cfg.type, 3, 100, 4, cfg.head_dim, 0, 0), kv(cfg.type, 1, 200, 2, cfg.head_dim, 0, 0),
+        out(cfg.type, 3, 100, 4, cfg.head_dim, 0, 0);
+    AttentionArgs a;
+    a.batch = 3, a.seqlen_q = 100, a.seqlen_k = 200, a.heads = 4, a.heads_kv = 2, a.head_dim = cfg.head_dim;
+    a.dtype = cfg.type;
+    a.q = q.dev.data(), a.k = kv.dev.data(), a.v = kv.dev.data(), a.out = out.dev.data();
+    a.q_strides = a.out_strides = q.strides();
+    a.k_strides = a.v_strides = {0, kv.st.seq, kv.st.head};
+    try {
+      parallax::attention_forward(a, nullptr, "wgmma");
+      ADD_FAILURE() << "explicit 'wgmma' accepted a batch stride of 0";
+    } catch (const parallax::InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("TMA"), std::string::npos) << e.what();
+    }
+    run_case(c, cfg.type, cfg.head_dim, 0, "auto");
+  } else {
+    run_case(c, cfg.type, cfg.head_dim, 0, cfg.kernel);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Level3, AttentionMmaTest,
-                         ::testing::Values(Config{DType::kBF16, 64}, Config{DType::kBF16, 128},
-                                           Config{DType::kF16, 64}, Config{DType::kF16, 128}),
+                         ::testing::Values(Config{DType::kBF16, 64, "mma"}, Config{DType::kBF16, 128, "mma"},
+                                           Config{DType::kF16, 64, "mma"}, Config{DType::kF16, 128, "mma"}),
+                         config_name);
+INSTANTIATE_TEST_SUITE_P(Level4, AttentionMmaTest,
+                         ::testing::Values(Config{DType::kBF16, 64, "wgmma"}, Config{DType::kBF16, 128, "wgmma"},
+                                           Config{DType::kF16, 64, "wgmma"}, Config{DType::kF16, 128, "wgmma"}),
                          config_name);
 
 }  // namespace
