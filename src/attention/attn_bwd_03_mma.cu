@@ -178,8 +178,12 @@ __global__ void __launch_bounds__(Tile::kThreads, 2) attention_bwd_dkdv_kernel(c
     const int m0 = (m_first + it % n_m) * kBr;
     const T* q_bh = static_cast<const T*>(p.q) + b * p.qs.batch + h * p.qs.head;
     const T* do_bh = static_cast<const T*>(p.dout) + b * p.dos.batch + h * p.dos.head;
-    load_tile_async<T, D, kBr, Tile::kThreads>(sQ + buf * Tile::kTileElems, q_bh, p.qs.seq, m0, p.seqlen_q);
-    load_tile_async<T, D, kBr, Tile::kThreads>(sdO + buf * Tile::kTileElems, do_bh, p.dos.seq, m0, p.seqlen_q);
+    // The strides are laundered so that ptxas cannot hoist the 16 per-thread 64-bit chunk offsets (row *
+    // stride + col) out of the main loop: they would hold ~40 registers for its whole length.
+    std::int64_t q_seq = p.qs.seq, do_seq = p.dos.seq;
+    asm volatile("" : "+l"(q_seq), "+l"(do_seq));
+    load_tile_async<T, D, kBr, Tile::kThreads>(sQ + buf * Tile::kTileElems, q_bh, q_seq, m0, p.seqlen_q);
+    load_tile_async<T, D, kBr, Tile::kThreads>(sdO + buf * Tile::kTileElems, do_bh, do_seq, m0, p.seqlen_q);
     if (threadIdx.x < kBr) {
       const long long bh = static_cast<long long>(b) * p.heads + h;
       const int row = m0 + static_cast<int>(threadIdx.x);
@@ -224,119 +228,137 @@ __global__ void __launch_bounds__(Tile::kThreads, 2) attention_bwd_dkdv_kernel(c
     int lane = lane_in;
     asm volatile("" : "+r"(lane));
 
-    // The order keeps the live state small (D = 128: 128 dK / dV accumulators are always live): S^T -> P^T
-    // -> dV, and only then dP^T -> dS^T -> dK, so at most two 16 x 64 fp32 tiles are live next to them.
+    // Live state. With D = 128 the 128 dK / dV accumulators are always live; a 16 x 64 fp32 tile of S^T and one
+    // of dP^T on top of them (64 more) plus fragments does not fit 255 registers. Every product below consumes
+    // the query columns 16 at a time, so the 64-query block is processed in sub-blocks of kSub columns:
+    // S^T -> P^T -> dV, then dP^T -> dS^T -> dK, 2 x kSub / 2 fp32 per thread at a time. The price is that the
+    // K / V A-fragments are re-read from shared memory once per sub-block.
     const int arow = warp * 16 + (lane % 16);  // A operands: the warp's 16 key rows (lane: row l % 16, col 8 (l / 16))
     const int acol = (lane / 16) * 8;
-    const int brow = (lane % 8) + (lane / 16) * 8;  // B (plain): 8tp + brow, d 16kk + bcol
+    const int brow = (lane % 8) + (lane / 16) * 8;  // B (plain): query 8t + brow, d 16kk + bcol
     const int bcol = ((lane / 8) % 2) * 8;
-    const int trow = (lane % 8) + ((lane / 8) % 2) * 8;  // B (.trans): 16kk + trow, d 8tp + tcol
+    const int trow = (lane % 8) + ((lane / 8) % 2) * 8;  // B (.trans): query 16kk + trow, d 8tp + tcol
     const int tcol = (lane / 16) * 8;
-
-    // ---- S^T = K_w Q^T [16 keys x 64 queries] -> P^T -------------------------------------------------------
-    float st[Tile::kRowTiles8][4];
-#pragma unroll
-    for (int t = 0; t < Tile::kRowTiles8; ++t)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) st[t][e] = 0.f;
-#pragma unroll
-    for (int kk = 0; kk < Tile::kDSteps; ++kk) {
-      uint32_t ka[4];
-      ptx::ldmatrix_x4(ka, sK + swizzled<D>(arow, kk * 16 + acol));
-#pragma unroll
-      for (int tp = 0; tp < Tile::kRowTiles8; tp += 2) {
-        uint32_t qb[4];  // b0, b1 of n-tile tp, then of n-tile tp+1
-        ptx::ldmatrix_x4(qb, sQb + swizzled<D>(tp * 8 + brow, kk * 16 + bcol));
-        const uint32_t q_lo[2] = {qb[0], qb[1]}, q_hi[2] = {qb[2], qb[3]};
-        ptx::mma_m16n8k16<T>(st[tp], ka, q_lo);
-        ptx::mma_m16n8k16<T>(st[tp + 1], ka, q_hi);
-      }
-    }
     bool need_mask = n0 + kBc > p.seqlen_k;
     if constexpr (kCausal) need_mask = need_mask || (n0 + kBc - 1 > m0 + shift);
+    constexpr int kSub = D == 128 ? 16 : 32;  // query columns per sub-block (D = 128: 32 still spilled a little)
+    constexpr int kSubTiles8 = kSub / 8;
+    constexpr int kSubSteps16 = kSub / 16;
+
+    // Not unrolled: the register arrays below are indexed by the inner (unrolled) loops only, and a rolled
+    // loop keeps ptxas from hoisting the second sub-block's loads into the first one's live range.
+#pragma unroll 1
+    for (int sub = 0; sub < kBr / kSub; ++sub) {
+      const int qs0 = sub * kSub;  // first query column of the sub-block
+
+      // ---- S^T = K_w Q^T [16 keys x 32 queries] -> P^T ----------------------------------------------------
+      float st[kSubTiles8][4];
 #pragma unroll
-    for (int t = 0; t < Tile::kRowTiles8; ++t) {
+      for (int t = 0; t < kSubTiles8; ++t)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int ql = t * 8 + 2 * q4 + (e & 1);  // query within the block
-        float pv = ptx::ex2_approx_ftz(fmaf(st[t][e], p.scale_log2, -lse2[ql]));
-        if (need_mask) {
-          const int key = key_lo + (e >= 2 ? 8 : 0);
-          bool masked = key >= p.seqlen_k;
-          if constexpr (kCausal) masked = masked || key > m0 + ql + shift;
-          if (masked) pv = 0.f;
+        for (int e = 0; e < 4; ++e) st[t][e] = 0.f;
+#pragma unroll
+      for (int kk = 0; kk < Tile::kDSteps; ++kk) {
+        uint32_t ka[4];
+        ptx::ldmatrix_x4(ka, sK + swizzled<D>(arow, kk * 16 + acol));
+#pragma unroll
+        for (int tp = 0; tp < kSubTiles8; tp += 2) {
+          uint32_t qb[4];  // b0, b1 of n-tile tp, then of n-tile tp+1
+          ptx::ldmatrix_x4(qb, sQb + swizzled<D>(qs0 + tp * 8 + brow, kk * 16 + bcol));
+          const uint32_t q_lo[2] = {qb[0], qb[1]}, q_hi[2] = {qb[2], qb[3]};
+          ptx::mma_m16n8k16<T>(st[tp], ka, q_lo);
+          ptx::mma_m16n8k16<T>(st[tp + 1], ka, q_hi);
         }
-        st[t][e] = pv;
       }
-    }
-
-    // ---- dV_w += P^T dO --------------------------------------------------------------------------------------
 #pragma unroll
-    for (int kk = 0; kk < Tile::kRowSteps16; ++kk) {
-      // A fragment for queries 16kk..+15: the accumulators of n-tiles 2kk and 2kk+1 (C layout = A layout).
-      const uint32_t pa[4] = {ptx::pack2<T>(st[2 * kk][0], st[2 * kk][1]), ptx::pack2<T>(st[2 * kk][2], st[2 * kk][3]),
-                              ptx::pack2<T>(st[2 * kk + 1][0], st[2 * kk + 1][1]),
-                              ptx::pack2<T>(st[2 * kk + 1][2], st[2 * kk + 1][3])};
+      for (int t = 0; t < kSubTiles8; ++t) {
 #pragma unroll
-      for (int tp = 0; tp < Tile::kDTiles8; tp += 2) {
-        uint32_t gb[4];  // [query][d] read transposed (k = query, n = d), as V in the forward's P V
-        ptx::ldmatrix_x4_trans(gb, sdOb + swizzled<D>(kk * 16 + trow, tp * 8 + tcol));
-        const uint32_t g_lo[2] = {gb[0], gb[1]}, g_hi[2] = {gb[2], gb[3]};
-        ptx::mma_m16n8k16<T>(dv_acc[tp], pa, g_lo);
-        ptx::mma_m16n8k16<T>(dv_acc[tp + 1], pa, g_hi);
+        for (int e = 0; e < 4; ++e) {
+          const int ql = qs0 + t * 8 + 2 * q4 + (e & 1);  // query within the block
+          float pv = ptx::ex2_approx_ftz(fmaf(st[t][e], p.scale_log2, -lse2[ql]));
+          if (need_mask) {
+            const int key = key_lo + (e >= 2 ? 8 : 0);
+            bool masked = key >= p.seqlen_k;
+            if constexpr (kCausal) masked = masked || key > m0 + ql + shift;
+            if (masked) pv = 0.f;
+          }
+          st[t][e] = pv;
+        }
       }
-    }
 
-    // ---- dP^T = V_w dO^T -> dS^T = P^T (dP^T - Delta) ------------------------------------------------------
-    float dpt[Tile::kRowTiles8][4];
+      // ---- dV_w += P^T dO ------------------------------------------------------------------------------------
 #pragma unroll
-    for (int t = 0; t < Tile::kRowTiles8; ++t)
+      for (int kk = 0; kk < kSubSteps16; ++kk) {
+        // A fragment for queries 16kk..+15: the accumulators of n-tiles 2kk and 2kk+1 (C layout = A layout).
+        const uint32_t pa[4] = {ptx::pack2<T>(st[2 * kk][0], st[2 * kk][1]),
+                                ptx::pack2<T>(st[2 * kk][2], st[2 * kk][3]),
+                                ptx::pack2<T>(st[2 * kk + 1][0], st[2 * kk + 1][1]),
+                                ptx::pack2<T>(st[2 * kk + 1][2], st[2 * kk + 1][3])};
 #pragma unroll
-      for (int e = 0; e < 4; ++e) dpt[t][e] = 0.f;
-#pragma unroll
-    for (int kk = 0; kk < Tile::kDSteps; ++kk) {
-      uint32_t va[4];
-      ptx::ldmatrix_x4(va, sV + swizzled<D>(arow, kk * 16 + acol));
-#pragma unroll
-      for (int tp = 0; tp < Tile::kRowTiles8; tp += 2) {
-        uint32_t gb[4];
-        ptx::ldmatrix_x4(gb, sdOb + swizzled<D>(tp * 8 + brow, kk * 16 + bcol));
-        const uint32_t g_lo[2] = {gb[0], gb[1]}, g_hi[2] = {gb[2], gb[3]};
-        ptx::mma_m16n8k16<T>(dpt[tp], va, g_lo);
-        ptx::mma_m16n8k16<T>(dpt[tp + 1], va, g_hi);
+        for (int tp = 0; tp < Tile::kDTiles8; tp += 2) {
+          uint32_t gb[4];  // [query][d] read transposed (k = query, n = d), as V in the forward's P V
+          ptx::ldmatrix_x4_trans(gb, sdOb + swizzled<D>(qs0 + kk * 16 + trow, tp * 8 + tcol));
+          const uint32_t g_lo[2] = {gb[0], gb[1]}, g_hi[2] = {gb[2], gb[3]};
+          ptx::mma_m16n8k16<T>(dv_acc[tp], pa, g_lo);
+          ptx::mma_m16n8k16<T>(dv_acc[tp + 1], pa, g_hi);
+        }
       }
-    }
-#pragma unroll
-    for (int t = 0; t < Tile::kRowTiles8; ++t)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) dpt[t][e] = st[t][e] * (dpt[t][e] - delta[t * 8 + 2 * q4 + (e & 1)]);
 
-    // ---- dK_w += dS^T Q --------------------------------------------------------------------------------------
+      // ---- dP^T = V_w dO^T -> dS^T = P^T (dP^T - Delta) ----------------------------------------------------
+      float dpt[kSubTiles8][4];
 #pragma unroll
-    for (int kk = 0; kk < Tile::kRowSteps16; ++kk) {
-      const uint32_t da[4] = {ptx::pack2<T>(dpt[2 * kk][0], dpt[2 * kk][1]),
-                              ptx::pack2<T>(dpt[2 * kk][2], dpt[2 * kk][3]),
-                              ptx::pack2<T>(dpt[2 * kk + 1][0], dpt[2 * kk + 1][1]),
-                              ptx::pack2<T>(dpt[2 * kk + 1][2], dpt[2 * kk + 1][3])};
+      for (int t = 0; t < kSubTiles8; ++t)
 #pragma unroll
-      for (int tp = 0; tp < Tile::kDTiles8; tp += 2) {
-        uint32_t qb[4];
-        ptx::ldmatrix_x4_trans(qb, sQb + swizzled<D>(kk * 16 + trow, tp * 8 + tcol));
-        const uint32_t q_lo[2] = {qb[0], qb[1]}, q_hi[2] = {qb[2], qb[3]};
-        ptx::mma_m16n8k16<T>(dk_acc[tp], da, q_lo);
-        ptx::mma_m16n8k16<T>(dk_acc[tp + 1], da, q_hi);
+        for (int e = 0; e < 4; ++e) dpt[t][e] = 0.f;
+#pragma unroll
+      for (int kk = 0; kk < Tile::kDSteps; ++kk) {
+        uint32_t va[4];
+        ptx::ldmatrix_x4(va, sV + swizzled<D>(arow, kk * 16 + acol));
+#pragma unroll
+        for (int tp = 0; tp < kSubTiles8; tp += 2) {
+          uint32_t gb[4];
+          ptx::ldmatrix_x4(gb, sdOb + swizzled<D>(qs0 + tp * 8 + brow, kk * 16 + bcol));
+          const uint32_t g_lo[2] = {gb[0], gb[1]}, g_hi[2] = {gb[2], gb[3]};
+          ptx::mma_m16n8k16<T>(dpt[tp], va, g_lo);
+          ptx::mma_m16n8k16<T>(dpt[tp + 1], va, g_hi);
+        }
+      }
+#pragma unroll
+      for (int t = 0; t < kSubTiles8; ++t)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) dpt[t][e] = st[t][e] * (dpt[t][e] - delta[qs0 + t * 8 + 2 * q4 + (e & 1)]);
+
+      // ---- dK_w += dS^T Q ------------------------------------------------------------------------------------
+#pragma unroll
+      for (int kk = 0; kk < kSubSteps16; ++kk) {
+        const uint32_t da[4] = {ptx::pack2<T>(dpt[2 * kk][0], dpt[2 * kk][1]),
+                                ptx::pack2<T>(dpt[2 * kk][2], dpt[2 * kk][3]),
+                                ptx::pack2<T>(dpt[2 * kk + 1][0], dpt[2 * kk + 1][1]),
+                                ptx::pack2<T>(dpt[2 * kk + 1][2], dpt[2 * kk + 1][3])};
+#pragma unroll
+        for (int tp = 0; tp < Tile::kDTiles8; tp += 2) {
+          uint32_t qb[4];
+          ptx::ldmatrix_x4_trans(qb, sQb + swizzled<D>(qs0 + kk * 16 + trow, tp * 8 + tcol));
+          const uint32_t q_lo[2] = {qb[0], qb[1]}, q_hi[2] = {qb[2], qb[3]};
+          ptx::mma_m16n8k16<T>(dk_acc[tp], da, q_lo);
+          ptx::mma_m16n8k16<T>(dk_acc[tp + 1], da, q_hi);
+        }
+      }
+
+      if constexpr (kAccumulateDq) {
+        // dS^T of this sub-block -> shared (16-bit) for the dQ product below.
+#pragma unroll
+        for (int t = 0; t < kSubTiles8; ++t) {
+          const int krow = warp * 16 + g;
+          const int col = qs0 + t * 8 + 2 * q4;
+          *reinterpret_cast<uint32_t*>(sdS + swizzled<kBr>(krow, col)) = ptx::pack2<T>(dpt[t][0], dpt[t][1]);
+          *reinterpret_cast<uint32_t*>(sdS + swizzled<kBr>(krow + 8, col)) = ptx::pack2<T>(dpt[t][2], dpt[t][3]);
+        }
       }
     }
 
     if constexpr (kAccumulateDq) {
-      // ---- dS^T -> shared (16-bit), then dQ [16 queries of warp w x D] = dS K, added atomically ----------
-#pragma unroll
-      for (int t = 0; t < Tile::kRowTiles8; ++t) {
-        const int krow = warp * 16 + g;
-        const int col = t * 8 + 2 * q4;
-        *reinterpret_cast<uint32_t*>(sdS + swizzled<kBr>(krow, col)) = ptx::pack2<T>(dpt[t][0], dpt[t][1]);
-        *reinterpret_cast<uint32_t*>(sdS + swizzled<kBr>(krow + 8, col)) = ptx::pack2<T>(dpt[t][2], dpt[t][3]);
-      }
+      // ---- dQ [16 queries of warp w x D] = dS K, added atomically to the fp32 accumulator --------------
       __syncthreads();  // every warp's dS^T rows are needed by every warp
       float* const dqa = p.dq_accum + (static_cast<std::int64_t>(b) * p.heads + h) * p.seqlen_q * D;
       const int row_lo = m0 + warp * 16 + g;

@@ -14,6 +14,7 @@
 #include "common/expect_invalid.hpp"
 #include "parallax/attention.hpp"
 #include "parallax/core.hpp"
+#include "parallax/parallax.h"
 
 namespace {
 
@@ -250,6 +251,52 @@ TEST(AttentionBackwardReference, MatchesFiniteDifferencesFullyMaskedRowsAndScale
 }
 TEST(AttentionBackwardReference, MatchesFiniteDifferencesNonCausal) {
   check_finite_differences({.batch = 1, .seqlen_q = 4, .seqlen_k = 3, .heads = 3, .heads_kv = 3, .head_dim = 5});
+}
+
+// The C ABI converts its struct and calls the same validation: statuses and messages, no GPU needed.
+TEST(AttentionBackwardCApi, ValidatesTheStructAndTheArguments) {
+  Fixture f;
+  parallax_attention_backward_args_t c{};
+  c.struct_size = sizeof c;
+  c.dtype = PARALLAX_DTYPE_BF16;
+  c.batch = Fixture::B, c.seqlen_q = Fixture::Sq, c.seqlen_k = Fixture::Sk, c.heads = Fixture::H;
+  c.heads_kv = Fixture::Hkv, c.head_dim = 96;
+  c.q = f.q.data(), c.k = f.k.data(), c.v = f.v.data(), c.out = f.out.data(), c.dout = f.dout.data();
+  c.lse = f.lse.data(), c.dq = f.dq.data(), c.dk = f.dk.data(), c.dv = f.dv.data();
+  const auto dense = [](std::int64_t* s, int S, int H, int D) {
+    s[0] = std::int64_t{S} * H * D, s[1] = std::int64_t{H} * D, s[2] = D;
+  };
+  for (std::int64_t* s : {c.q_strides, c.out_strides, c.dout_strides, c.dq_strides}) dense(s, Fixture::Sq, Fixture::H, 64);
+  for (std::int64_t* s : {c.k_strides, c.v_strides, c.dk_strides, c.dv_strides}) dense(s, Fixture::Sk, Fixture::Hkv, 64);
+  EXPECT_EQ(parallax_attention_backward(&c, "mma", nullptr), PARALLAX_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(parallax_last_error()).find("'head_dim': must be one of 64, 128 (got head_dim=96)"),
+            std::string::npos)
+      << parallax_last_error();
+  c.head_dim = 64;
+  c.lse = nullptr;
+  EXPECT_EQ(parallax_attention_backward(&c, nullptr, nullptr), PARALLAX_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(parallax_last_error()).find("'lse': is required"), std::string::npos) << parallax_last_error();
+  c.lse = f.lse.data();
+  c.dv = f.dk.data();
+  EXPECT_EQ(parallax_attention_backward(&c, "auto", nullptr), PARALLAX_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(parallax_last_error()).find("'dv': must not overlap dk"), std::string::npos)
+      << parallax_last_error();
+  c.dv = f.dv.data();
+  c.seqlen_q = std::int64_t{1} << 40;
+  EXPECT_EQ(parallax_attention_backward(&c, nullptr, nullptr), PARALLAX_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(parallax_last_error()).find("'seqlen_q': must fit in 32 bits"), std::string::npos);
+  c.seqlen_q = Fixture::Sq;
+  EXPECT_EQ(parallax_attention_backward(&c, "tiled", nullptr), PARALLAX_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(parallax_last_error()).find("has no backward"), std::string::npos) << parallax_last_error();
+  c.reserved = 1;
+  EXPECT_EQ(parallax_attention_backward(&c, nullptr, nullptr), PARALLAX_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(parallax_last_error()).find("'args->reserved'"), std::string::npos) << parallax_last_error();
+  c.reserved = 0;
+  c.struct_size = 8;
+  EXPECT_EQ(parallax_attention_backward(&c, nullptr, nullptr), PARALLAX_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(parallax_last_error()).find("'args->struct_size'"), std::string::npos)
+      << parallax_last_error();
+  EXPECT_EQ(parallax_attention_backward(nullptr, nullptr, nullptr), PARALLAX_ERROR_INVALID_ARGUMENT);
 }
 
 }  // namespace
