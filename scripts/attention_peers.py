@@ -8,7 +8,13 @@ causal off and on. TFLOP/s = 4 B H S S D / time, halved when causal. Timing: CUD
 warm-up runs first, median of the timed runs. Inputs [B, S, H, D] (transposed views to SDPA's [B, H, S, D],
 as FlashAttention users call it).
 
-    python scripts/attention_peers.py --out peers.json [--dtype bf16] [--quick]
+    python scripts/attention_peers.py --out peers.json [--dtype bf16] [--quick] [--backward]
+
+--backward times the backward instead (suite "attention_backward", same names, FLOPs 2.5 x the forward's, as
+`parallax attention --backward`): q, k, v require grad, the forward runs once outside the timing, then each
+timed call is torch.autograd.grad(out, (q, k, v), dout, retain_graph=True) with one fixed random dout, between
+CUDA events: the backend's backward kernels (its dO.O preprocessing and dq conversion included) plus autograd's
+small per-call overhead, without the forward.
 """
 
 from __future__ import annotations
@@ -38,12 +44,19 @@ def attention_flops(B, H, Sq, Sk, D, causal):
     return full / 2 if causal else full
 
 
-def make_record(name, B, S, H, D, causal, dtype, samples_ms=None, failure=None):
-    """One record in the shape the C++ side writes (results.hpp)."""
+def attention_backward_flops(B, H, Sq, Sk, D, causal):
+    """parallax::attention_backward_flops: 2.5 x the forward (five GEMMs against two)."""
+    return 2.5 * attention_flops(B, H, Sq, Sk, D, causal)
+
+
+def make_record(name, B, S, H, D, causal, dtype, samples_ms=None, failure=None, backward=False):
+    """One record in the shape the C++ side writes (results.hpp). backward: suite "attention_backward", FLOPs
+    2.5x and bytes those of q, k, v, out, dout read and dq, dk, dv written (as `parallax attention --backward`)."""
     shape = {"batch": B, "seqlen": S, "heads": H, "head_dim": D, "causal": causal, "dtype": dtype}
-    flops = attention_flops(B, H, S, S, D, causal)
-    byts = 4.0 * B * S * H * D * 2
-    rec = {"suite": "attention", "name": name, "shape": shape, "dtype": dtype, "flops": flops, "bytes": byts}
+    suite = "attention_backward" if backward else "attention"
+    flops = (attention_backward_flops if backward else attention_flops)(B, H, S, S, D, causal)
+    byts = (8.0 if backward else 4.0) * B * S * H * D * 2
+    rec = {"suite": suite, "name": name, "shape": shape, "dtype": dtype, "flops": flops, "bytes": byts}
     if failure is not None:
         rec.update(status="failed", failure=failure or "unknown failure")
         return rec
@@ -98,6 +111,28 @@ def time_backend(torch, backend, q, k, v, causal, warmup, reps):
     return samples
 
 
+def time_backend_backward(torch, backend, q, k, v, causal, warmup, reps):
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    import torch.nn.functional as F
+
+    q, k, v = (t.detach().requires_grad_(True) for t in (q, k, v))
+    qt, kt, vt = (t.transpose(1, 2) for t in (q, k, v))
+    with sdpa_kernel(getattr(SDPBackend, backend)):
+        out = F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)
+    dout = torch.randn_like(out)
+    for _ in range(warmup):
+        torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)
+    samples = []
+    for _ in range(reps):
+        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)
+        stop.record()
+        stop.synchronize()
+        samples.append(start.elapsed_time(stop))
+    return samples
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True)
@@ -105,6 +140,7 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--backward", action="store_true", help="time the backward (records '<name>-bwd')")
     args = ap.parse_args(argv)
     import torch
 
@@ -114,12 +150,15 @@ def main(argv=None):
     for n, (B, S, H, D, causal) in enumerate(cfgs):
         q, k, v = (torch.randn(B, S, H, D, device="cuda", dtype=dt) for _ in range(3))
         for name, backend in BACKENDS.items():
-            print(f"[{n + 1}/{len(cfgs)}] B{B} H{H} S{S} D{D}{' causal' if causal else ''} {name}", file=sys.stderr)
+            label = name + (" backward" if args.backward else "")
+            print(f"[{n + 1}/{len(cfgs)}] B{B} H{H} S{S} D{D}{' causal' if causal else ''} {label}", file=sys.stderr)
+            timer = time_backend_backward if args.backward else time_backend
             try:
-                samples = time_backend(torch, backend, q, k, v, causal, args.warmup, args.reps)
-                records.append(make_record(name, B, S, H, D, causal, args.dtype, samples))
+                samples = timer(torch, backend, q, k, v, causal, args.warmup, args.reps)
+                records.append(make_record(name, B, S, H, D, causal, args.dtype, samples, backward=args.backward))
             except Exception as e:  # a backend unavailable for this shape / GPU: recorded, not fatal
-                records.append(make_record(name, B, S, H, D, causal, args.dtype, failure=str(e)[:300]))
+                records.append(make_record(name, B, S, H, D, causal, args.dtype, failure=str(e)[:300],
+                                           backward=args.backward))
     doc = make_document(records, device_dict(torch), " ".join(sys.argv))
     with open(args.out, "w") as f:
         json.dump(doc, f, indent=2)

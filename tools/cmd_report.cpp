@@ -97,7 +97,8 @@ std::vector<ReportSection> plan_report(bool quick, int gpu_count) {
                   ""});
   plan.push_back({"attention", "attention forward (vs torch SDPA when importable)",
                   with_quick({"attention", "--kernel", "tiled,mma,wgmma", "--torch-peers"}), ""});
-  plan.push_back({"attention_backward", "attention backward", {}, "attention backward is not implemented yet (issue 6)"});
+  plan.push_back({"attention_backward", "attention backward (vs torch SDPA when importable)",
+                  with_quick({"attention", "--backward", "--kernel", "mma", "--torch-peers"}), ""});
   const std::string one_gpu = fmt::format("needs 2 or more GPUs, {} visible", gpu_count);
   const std::string gpus = std::to_string(gpu_count);
   plan.push_back({"comm", "collectives (NCCL)",

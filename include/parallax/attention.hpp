@@ -85,4 +85,78 @@ double attention_flops(int batch, int heads, int seqlen_q, int seqlen_k, int hea
 void attention_forward(const AttentionArgs& args, cudaStream_t stream = nullptr, std::string_view kernel = "auto");
 void attention_forward(const AttentionArgs& args, cudaStream_t stream, AttentionKernel kernel);
 
+// ---- Backward (issue 6) ----------------------------------------------------------------------------------
+// Gradients of the forward above: given dO = dL/d(out), returns dq, dk, dv in the forward's layouts.
+//
+//   P_ij  = exp(scale * q_i . k_j - lse_i)           (recomputed from the forward's LSE; masked: 0)
+//   dv_j  = sum_i P_ij dO_i                           dP_ij = dO_i . v_j
+//   Delta_i = sum_j P_ij dP_ij = dO_i . out_i         (the "row-sum preprocessing")
+//   dS_ij = P_ij (dP_ij - Delta_i)
+//   dq_i  = scale * sum_j dS_ij k_j                   dk_j = scale * sum_i dS_ij q_i
+//
+// With GQA / MQA the gradients of kv head hk are summed over its H / Hkv query heads. Rows that see no key
+// (causal with Sq > Sk, LSE -inf) contribute nothing and get dq = 0. out and lse must be what the forward
+// returned for these q, k, v (Delta uses out; P uses lse): the backward does not recompute the softmax
+// statistics.
+struct AttentionBackwardArgs {
+  int batch = 0;
+  int seqlen_q = 0;
+  int seqlen_k = 0;
+  int heads = 0;
+  int heads_kv = 0;
+  int head_dim = 0;
+  DType dtype = DType::kBF16;  // of q, k, v, out, dout, dq, dk, dv
+  // Inputs: the forward's q, k, v, out and lse ([B, H, Sq] fp32 contiguous, required), and dout = dL/dout.
+  const void* q = nullptr;
+  AttentionStrides q_strides;
+  const void* k = nullptr;
+  AttentionStrides k_strides;
+  const void* v = nullptr;
+  AttentionStrides v_strides;
+  const void* out = nullptr;
+  AttentionStrides out_strides;
+  const void* dout = nullptr;  // [B, Sq, H, D]
+  AttentionStrides dout_strides;
+  const float* lse = nullptr;
+  // Outputs (overwritten): dq [B, Sq, H, D], dk and dv [B, Sk, Hkv, D].
+  void* dq = nullptr;
+  AttentionStrides dq_strides;
+  void* dk = nullptr;
+  AttentionStrides dk_strides;
+  void* dv = nullptr;
+  AttentionStrides dv_strides;
+  std::optional<float> softmax_scale;  // default 1 / sqrt(D); must match the forward's
+  bool causal = false;
+  // The default accumulates dq with fp32 atomics from many CTAs, so its last bits depend on scheduling.
+  // deterministic = true computes dq in a separate pass that owns each dq row (no atomics): bitwise
+  // identical results run to run, at the price of recomputing S and dP once more.
+  bool deterministic = false;
+
+  float scale() const;  // softmax_scale or 1 / sqrt(head_dim)
+  // The forward call these gradients belong to (q, k, v, out, lse, shape, scale, causal), for validation.
+  AttentionArgs forward() const;
+};
+
+// Host-side checks of the backward: everything validate(forward()) checks, lse present, dout / dq / dk / dv
+// non-null, aligned, strides >= 0, outputs with non-aliasing rows, no output overlapping an input or another
+// output. Throws InvalidArgument naming the argument and the rule.
+void validate(const AttentionBackwardArgs& args);
+
+// Kernels of the backward ladder: "reference" (level 1: materialized fp32 rows, the GPU reference of the
+// tests), "mma" (level 3: FA2-style mma.sync / ldmatrix / cp.async, sm_80+), "auto" (mma when the layout
+// allows 16-byte vectors on sm_80+, else reference). "tiled" and "wgmma" have no backward (yet): asking for
+// them is an InvalidArgument that lists these names.
+std::vector<std::string_view> attention_backward_kernel_names();
+
+// FLOP count of one backward: 2.5 x attention_flops (five GEMMs of 2 Sq Sk D each against the forward's two;
+// the FlashAttention papers' convention), halved when causal like the forward's.
+double attention_backward_flops(int batch, int heads, int seqlen_q, int seqlen_k, int head_dim, bool causal);
+
+// Asynchronous on `stream`; validates everything on the host first. Workspace (fp32 Delta [B, H, Sq] and,
+// unless deterministic, an fp32 dq accumulator [B, H, Sq, D]) is allocated and freed stream-ordered on
+// `stream` (cudaMallocAsync / cudaFreeAsync: the pool of the device keeps it cached between calls).
+void attention_backward(const AttentionBackwardArgs& args, cudaStream_t stream = nullptr,
+                        std::string_view kernel = "auto");
+void attention_backward(const AttentionBackwardArgs& args, cudaStream_t stream, AttentionKernel kernel);
+
 }  // namespace parallax

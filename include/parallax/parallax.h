@@ -260,12 +260,44 @@ PARALLAX_API parallax_status_t parallax_attention_forward(const parallax_attenti
                                                           cudaStream_t stream) PARALLAX_NOEXCEPT;
 
 /* ---------------------------------------------------------------------------------------------------------
- * Planned (declared here once they exist, so that everything this header declares works; a binding can
- * feature-test for a symbol with dlsym):
- *
- *   FlashAttention backward (the forward is declared above):
- *     parallax_status_t parallax_attention_backward(... q, k, v, out, dout, lse -> dq, dk, dv ...);
+ * FlashAttention backward (parallax/attention.hpp, AttentionBackwardArgs): dq, dk, dv of the forward above
+ * given dout = dL/dout. q, out, dout, dq: [B, Sq, H, D]; k, v, dk, dv: [B, Sk, Hkv, D]; strides in elements
+ * {batch, seq, head}, unit stride along D. out and lse (required, [B, H, Sq] fp32) are the forward's results
+ * for these q, k, v with the same causal / softmax_scale (0: 1 / sqrt(head_dim)). GQA: dk / dv are summed over
+ * each kv head's group. deterministic != 0: bitwise reproducible dq (no atomics; slower). `kernel`: NULL or
+ * "auto", "reference", "mma" (or "1", "3"); "tiled" / "wgmma" have no backward (invalid argument).
+ * Workspace is allocated stream-ordered on `stream` (cudaMallocAsync). Asynchronous on `stream`.
+ * The caller sets struct_size = sizeof(parallax_attention_backward_args_t).
  * ------------------------------------------------------------------------------------------------------- */
+typedef struct parallax_attention_backward_args {
+  uint64_t struct_size;
+  int32_t dtype; /* parallax_dtype_t */
+  int32_t causal;
+  int32_t deterministic;
+  int32_t reserved; /* 0 */
+  int64_t batch, seqlen_q, seqlen_k, heads, heads_kv, head_dim;
+  const void* q;
+  int64_t q_strides[3];
+  const void* k;
+  int64_t k_strides[3];
+  const void* v;
+  int64_t v_strides[3];
+  const void* out;
+  int64_t out_strides[3];
+  const void* dout;
+  int64_t dout_strides[3];
+  const float* lse;
+  void* dq;
+  int64_t dq_strides[3];
+  void* dk;
+  int64_t dk_strides[3];
+  void* dv;
+  int64_t dv_strides[3];
+  float softmax_scale;
+} parallax_attention_backward_args_t;
+
+PARALLAX_API parallax_status_t parallax_attention_backward(const parallax_attention_backward_args_t* args,
+                                                           const char* kernel, cudaStream_t stream) PARALLAX_NOEXCEPT;
 
 #ifdef __cplusplus
 } /* extern "C" */

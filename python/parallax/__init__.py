@@ -16,13 +16,13 @@ from ._errors import (CudaError, Error, InvalidArgumentError, NoDeviceError, Out
 from . import _lib
 from ._device import DeviceInfo, device_count, device_info, git_sha, version
 from ._gemm import gemm, gemm_kernels, tc_kernels
-from ._attention import flash_attn
+from ._attention import attention_backward, flash_attn, flash_attn_func
 
 library_path = str(_lib.path)  # the libparallax.so that was loaded
 
 __all__ = [
     "__version__", "library_path", "version", "git_sha",
     "device_count", "device_info", "DeviceInfo",
-    "gemm", "gemm_kernels", "tc_kernels", "flash_attn",
+    "gemm", "gemm_kernels", "tc_kernels", "flash_attn", "flash_attn_func", "attention_backward",
     "Error", "InvalidArgumentError", "NoDeviceError", "UnimplementedError", "OutOfMemoryError", "CudaError",
 ]

@@ -45,3 +45,16 @@ def test_record_and_document_shape():
         for key in ("suite", "name", "dtype", "shape", "status", "flops", "bytes"):
             assert key in r
     assert rec["min_ms"] <= rec["median_ms"] <= rec["max_ms"]
+
+
+def test_backward_records_use_their_suite_and_two_and_a_half_times_the_flops():
+    rec = peers.make_record("torch-flash", 2, 2048, 16, 128, True, "bf16", [4.0], backward=True)
+    assert rec["suite"] == "attention_backward" and rec["name"] == "torch-flash" and rec["status"] == "ok"
+    assert rec["flops"] == 2.5 * peers.attention_flops(2, 16, 2048, 2048, 128, True)
+    assert rec["flops"] == peers.attention_backward_flops(2, 16, 2048, 2048, 128, True)
+    assert rec["bytes"] == 8.0 * 2 * 2048 * 16 * 128 * 2
+    assert rec["gflops"] == rec["flops"] / 4e6
+    failed = peers.make_record("torch-cudnn", 1, 512, 16, 128, False, "bf16", failure="no kernel", backward=True)
+    assert failed["suite"] == "attention_backward" and failed["status"] == "failed"
+    # The forward's records are unchanged by the new keyword.
+    assert peers.make_record("torch-flash", 1, 512, 16, 128, False, "bf16", [1.0])["suite"] == "attention"

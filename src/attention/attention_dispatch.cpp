@@ -1,9 +1,11 @@
-// Host side of the attention forward: names, argument validation, dispatch to the level launchers.
-// No device code here; kernels live next to this file, one per level (attn_0N_*.cu).
+// Host side of the attention forward and backward: names, argument validation, workspace, dispatch to the
+// level launchers. No device code here; kernels live next to this file, one per level (attn_0N_*.cu,
+// attn_bwd_0N_*.cu).
 #include <array>
 #include <climits>
 #include <cmath>
 #include <cstdint>
+#include <iterator>
 #include <string>
 
 #include "attention/launchers.hpp"
@@ -63,6 +65,21 @@ void require_strides(const AttentionStrides& st, const std::string& name) {
                  ", head=" + std::to_string(st.head) + ")");
 }
 
+// A written tensor: two of its elements must not share an address, so each stride must step over everything
+// inside it for one of the usual orders; we require the FlashAttention rule head >= D and seq, batch >= D
+// (distinctness of [S, H] pairs is the caller's responsibility beyond that). A stride of an extent-1
+// dimension is never used and may be anything.
+void require_written_rows(const AttentionStrides& st, const std::string& arg, const std::string& tensor, int seqlen,
+                          int batch, int head_dim) {
+  const std::string why = " (" + tensor + " is written, its rows must not alias)";
+  PX_REQUIRE(st.head >= head_dim, arg + "_strides",
+             "head stride must be >= head_dim" + why + got2("head", st.head, "head_dim", head_dim));
+  PX_REQUIRE(seqlen == 1 || st.seq >= head_dim, arg + "_strides",
+             "seq stride must be >= head_dim" + why + got2("seq", st.seq, "head_dim", head_dim));
+  PX_REQUIRE(batch == 1 || st.batch >= head_dim, arg + "_strides",
+             "batch stride must be >= head_dim" + why + got2("batch", st.batch, "head_dim", head_dim));
+}
+
 }  // namespace
 
 float AttentionArgs::scale() const {
@@ -108,18 +125,7 @@ void validate(const AttentionArgs& a) {
   require_strides(a.k_strides, "k_strides");
   require_strides(a.v_strides, "v_strides");
   require_strides(a.out_strides, "out_strides");
-  // out is written in place: two of its elements must not share an address, so each stride must step over
-  // everything inside it for one of the usual orders; we require the FlashAttention rule head >= D and
-  // seq, batch >= D (distinctness of [S, H] pairs is the caller's responsibility beyond that).
-  PX_REQUIRE(a.out_strides.head >= a.head_dim, "out_strides",
-             "head stride must be >= head_dim (out is written, its rows must not alias)" +
-                 got2("head", a.out_strides.head, "head_dim", a.head_dim));
-  PX_REQUIRE(a.seqlen_q == 1 || a.out_strides.seq >= a.head_dim, "out_strides",
-             "seq stride must be >= head_dim (out is written, its rows must not alias)" +
-                 got2("seq", a.out_strides.seq, "head_dim", a.head_dim));
-  PX_REQUIRE(a.batch == 1 || a.out_strides.batch >= a.head_dim, "out_strides",
-             "batch stride must be >= head_dim (out is written, its rows must not alias)" +
-                 got2("batch", a.out_strides.batch, "head_dim", a.head_dim));
+  require_written_rows(a.out_strides, "out", "out", a.seqlen_q, a.batch, a.head_dim);
   const ByteRange out = tensor_range(a.out, a.batch, a.seqlen_q, a.heads, a.head_dim, a.out_strides, 2);
   const ByteRange q = tensor_range(a.q, a.batch, a.seqlen_q, a.heads, a.head_dim, a.q_strides, 2);
   const ByteRange k = tensor_range(a.k, a.batch, a.seqlen_k, a.heads_kv, a.head_dim, a.k_strides, 2);
@@ -154,6 +160,15 @@ bool attention_tma_compatible(const AttentionArgs& a) {
   };
   return ok(a.q_strides, a.seqlen_q, a.heads) && ok(a.k_strides, a.seqlen_k, a.heads_kv) &&
          ok(a.v_strides, a.seqlen_k, a.heads_kv);
+}
+
+bool attention_vector_aligned(const AttentionBackwardArgs& a) {
+  const auto strides_ok = [](const AttentionStrides& s) { return s.batch % 8 == 0 && s.seq % 8 == 0 && s.head % 8 == 0; };
+  return aligned(a.q, 16) && aligned(a.k, 16) && aligned(a.v, 16) && aligned(a.out, 16) && aligned(a.dout, 16) &&
+         aligned(a.dq, 16) && aligned(a.dk, 16) && aligned(a.dv, 16) && strides_ok(a.q_strides) &&
+         strides_ok(a.k_strides) && strides_ok(a.v_strides) && strides_ok(a.out_strides) &&
+         strides_ok(a.dout_strides) && strides_ok(a.dq_strides) && strides_ok(a.dk_strides) &&
+         strides_ok(a.dv_strides);
 }
 
 namespace {
@@ -235,6 +250,149 @@ void attention_forward(const AttentionArgs& args, cudaStream_t stream, Attention
 
 void attention_forward(const AttentionArgs& args, cudaStream_t stream, std::string_view kernel) {
   attention_forward(args, stream, parse_attention_kernel(kernel));
+}
+
+}  // namespace parallax
+
+// ---- backward --------------------------------------------------------------------------------------------
+
+namespace parallax {
+
+float AttentionBackwardArgs::scale() const {
+  return softmax_scale ? *softmax_scale : 1.0f / std::sqrt(static_cast<float>(head_dim));
+}
+
+AttentionArgs AttentionBackwardArgs::forward() const {
+  AttentionArgs f;
+  f.batch = batch;
+  f.seqlen_q = seqlen_q;
+  f.seqlen_k = seqlen_k;
+  f.heads = heads;
+  f.heads_kv = heads_kv;
+  f.head_dim = head_dim;
+  f.dtype = dtype;
+  f.q = q;
+  f.q_strides = q_strides;
+  f.k = k;
+  f.k_strides = k_strides;
+  f.v = v;
+  f.v_strides = v_strides;
+  // The forward's outputs are the backward's inputs; the view is only validated, never written through.
+  f.out = const_cast<void*>(out);
+  f.out_strides = out_strides;
+  f.lse = const_cast<float*>(lse);
+  f.softmax_scale = softmax_scale;
+  f.causal = causal;
+  return f;
+}
+
+double attention_backward_flops(int batch, int heads, int seqlen_q, int seqlen_k, int head_dim, bool causal) {
+  return 2.5 * attention_flops(batch, heads, seqlen_q, seqlen_k, head_dim, causal);
+}
+
+void validate(const AttentionBackwardArgs& a) {
+  // Shape, dtype, scale, q/k/v/out pointers and strides, out/lse not overlapping q/k/v: the forward's rules.
+  validate(a.forward());
+  PX_REQUIRE(a.lse != nullptr, "lse",
+             "is required by the backward: pass the lse the forward returned ([B, H, Sq] fp32)");
+  PX_REQUIRE(a.dout != nullptr, "dout", "must be a non-null device pointer");
+  PX_REQUIRE(a.dq != nullptr, "dq", "must be a non-null device pointer");
+  PX_REQUIRE(a.dk != nullptr, "dk", "must be a non-null device pointer");
+  PX_REQUIRE(a.dv != nullptr, "dv", "must be a non-null device pointer");
+  PX_REQUIRE(aligned(a.dout, 2), "dout", "must be aligned to its element size (2 bytes)");
+  PX_REQUIRE(aligned(a.dq, 2), "dq", "must be aligned to its element size (2 bytes)");
+  PX_REQUIRE(aligned(a.dk, 2), "dk", "must be aligned to its element size (2 bytes)");
+  PX_REQUIRE(aligned(a.dv, 2), "dv", "must be aligned to its element size (2 bytes)");
+  require_strides(a.dout_strides, "dout_strides");
+  require_strides(a.dq_strides, "dq_strides");
+  require_strides(a.dk_strides, "dk_strides");
+  require_strides(a.dv_strides, "dv_strides");
+  require_written_rows(a.dq_strides, "dq", "dq", a.seqlen_q, a.batch, a.head_dim);
+  require_written_rows(a.dk_strides, "dk", "dk", a.seqlen_k, a.batch, a.head_dim);
+  require_written_rows(a.dv_strides, "dv", "dv", a.seqlen_k, a.batch, a.head_dim);
+
+  const int B = a.batch, Sq = a.seqlen_q, Sk = a.seqlen_k, H = a.heads, Hkv = a.heads_kv, D = a.head_dim;
+  const auto lb = reinterpret_cast<std::uintptr_t>(a.lse);
+  struct Named {
+    const char* name;
+    ByteRange range;
+  };
+  const Named inputs[] = {
+      {"q", tensor_range(a.q, B, Sq, H, D, a.q_strides, 2)},
+      {"k", tensor_range(a.k, B, Sk, Hkv, D, a.k_strides, 2)},
+      {"v", tensor_range(a.v, B, Sk, Hkv, D, a.v_strides, 2)},
+      {"out", tensor_range(a.out, B, Sq, H, D, a.out_strides, 2)},
+      {"dout", tensor_range(a.dout, B, Sq, H, D, a.dout_strides, 2)},
+      {"lse", {lb, lb + static_cast<std::uintptr_t>(B) * H * Sq * sizeof(float)}},
+  };
+  const Named outputs[] = {
+      {"dq", tensor_range(a.dq, B, Sq, H, D, a.dq_strides, 2)},
+      {"dk", tensor_range(a.dk, B, Sk, Hkv, D, a.dk_strides, 2)},
+      {"dv", tensor_range(a.dv, B, Sk, Hkv, D, a.dv_strides, 2)},
+  };
+  for (std::size_t o = 0; o < std::size(outputs); ++o) {
+    for (const Named& in : inputs)
+      PX_REQUIRE(!overlaps(outputs[o].range, in.range), outputs[o].name,
+                 std::string("must not overlap ") + in.name + " (" + outputs[o].name + " is written while " +
+                     in.name + " is read)");
+    for (std::size_t p = 0; p < o; ++p)
+      PX_REQUIRE(!overlaps(outputs[o].range, outputs[p].range), outputs[o].name,
+                 std::string("must not overlap ") + outputs[p].name + " (both are written)");
+  }
+}
+
+std::vector<std::string_view> attention_backward_kernel_names() { return {"auto", "reference", "mma"}; }
+
+namespace {
+
+// Stream-ordered fp32 scratch: cudaMallocAsync now, cudaFreeAsync on the same stream when it goes out of scope
+// (after the launches were enqueued, so the free is ordered after the kernels that use it). The device's
+// default memory pool keeps the blocks cached, so repeated calls do not pay for cudaMalloc.
+class StreamScratch {
+ public:
+  StreamScratch(std::size_t floats, cudaStream_t stream) : stream_(stream) {
+    if (floats > 0) PX_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&ptr_), floats * sizeof(float), stream));
+  }
+  ~StreamScratch() {
+    if (ptr_ != nullptr) (void)cudaFreeAsync(ptr_, stream_);
+  }
+  StreamScratch(const StreamScratch&) = delete;
+  StreamScratch& operator=(const StreamScratch&) = delete;
+  float* get() const { return ptr_; }
+
+ private:
+  float* ptr_ = nullptr;
+  cudaStream_t stream_;
+};
+
+}  // namespace
+
+void attention_backward(const AttentionBackwardArgs& args, cudaStream_t stream, AttentionKernel kernel) {
+  (void)attention_kernel_name(kernel);  // rejects values outside the enum before anything else
+  if (kernel == AttentionKernel::kTiled || kernel == AttentionKernel::kWgmma)
+    throw InvalidArgument("kernel", "kernel '" + std::string(attention_kernel_name(kernel)) +
+                                        "' has no backward; valid for the backward: auto, reference, mma");
+  validate(args);
+  if (kernel == AttentionKernel::kAuto)
+    kernel = detail::current_cc_major() >= 8 && detail::attention_vector_aligned(args) ? AttentionKernel::kMma
+                                                                                        : AttentionKernel::kReference;
+  if (kernel == AttentionKernel::kMma) {
+    PX_REQUIRE(detail::attention_vector_aligned(args), "q",
+               "kernel 'mma' needs q, k, v, out, dout, dq, dk, dv 16-byte aligned and all their strides multiples "
+               "of 8 elements (use 'reference' or 'auto' for other layouts)");
+    detail::require_cc("mma", 8, detail::current_cc_major());
+  }
+  const std::size_t rows = static_cast<std::size_t>(args.batch) * args.heads * args.seqlen_q;
+  StreamScratch delta(rows, stream);
+  const bool accumulate_dq = kernel == AttentionKernel::kMma && !args.deterministic;
+  StreamScratch dq_accum(accumulate_dq ? rows * args.head_dim : 0, stream);
+  const detail::AttentionBackwardWorkspace ws{delta.get(), dq_accum.get()};
+  if (kernel == AttentionKernel::kReference) return detail::launch_attention_backward_reference(args, ws, stream);
+  return detail::launch_attention_backward_mma(args, ws, stream);
+}
+
+void attention_backward(const AttentionBackwardArgs& args, cudaStream_t stream, std::string_view kernel) {
+  attention_backward(args, stream, parse_attention_kernel(kernel));
 }
 
 }  // namespace parallax

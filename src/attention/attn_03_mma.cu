@@ -54,6 +54,7 @@
 
 #include "attention/launchers.hpp"
 #include "parallax/core.hpp"
+#include "attention/mma_tile.cuh"
 #include "ptx/sm80.cuh"
 
 namespace parallax::detail {
@@ -88,42 +89,11 @@ struct MmaAttentionTile {
   static_assert((kBc * kChunksPerRow) % kThreads == 0, "K/V tile chunks must divide evenly among threads");
 };
 
-// Offset in elements of (row, col) in a swizzled [rows][kHeadDim] tile; col must be a multiple of 8 (a chunk
-// start) or lie inside the chunk of such a column.
-template <int kHeadDim>
-__device__ __forceinline__ int swizzled(int row, int col) {
-  const int chunk = (col >> 3) ^ (row & 7);
-  return row * kHeadDim + chunk * 8 + (col & 7);
-}
-
-// Copies rows [row0, row0 + kRows) of a [S, D] slice (row stride `row_stride` elements) into a swizzled tile;
-// rows >= seqlen are zero-filled. One 16-byte cp.async per chunk, consecutive threads along a row.
-template <typename T, int kHeadDim, int kRows, int kThreads>
-__device__ __forceinline__ void load_tile_async(T* smem, const T* gmem, std::int64_t row_stride, int row0,
-                                                int seqlen) {
-  constexpr int kChunks = kHeadDim / 8;
-  constexpr int kIters = kRows * kChunks / kThreads;
-#pragma unroll
-  for (int it = 0; it < kIters; ++it) {
-    const int idx = it * kThreads + static_cast<int>(threadIdx.x);
-    const int row = idx / kChunks;
-    const int col = (idx % kChunks) * 8;
-    const bool valid = row0 + row < seqlen;
-    // An invalid chunk still needs a legal address for the instruction; the slice base is one.
-    const T* src = valid ? gmem + static_cast<std::int64_t>(row0 + row) * row_stride + col : gmem;
-    ptx::cp_async_16(smem + swizzled<kHeadDim>(row, col), src, valid);
-  }
-}
-
-// Reductions over the 4 lanes of a quad (lanes 4g..4g+3 hold one row's values of an m16n8 accumulator).
-__device__ __forceinline__ float quad_max(float x) {
-  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
-  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
-}
-__device__ __forceinline__ float quad_sum(float x) {
-  x += __shfl_xor_sync(0xffffffffu, x, 1);
-  return x + __shfl_xor_sync(0xffffffffu, x, 2);
-}
+// swizzled, load_tile_async, quad_max, quad_sum: src/attention/mma_tile.cuh (shared with the backward).
+using mma::load_tile_async;
+using mma::quad_max;
+using mma::quad_sum;
+using mma::swizzled;
 
 struct MmaAttentionParams {
   const void* q;

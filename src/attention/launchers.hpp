@@ -25,4 +25,18 @@ AttentionKernel choose_attention_kernel(const AttentionArgs& args);
 void launch_attention_mma(const AttentionArgs& args, cudaStream_t stream);        // level 3, sm_80+
 void launch_attention_wgmma(const AttentionArgs& args, cudaStream_t stream);      // level 4, sm_90a
 
+// ---- backward --------------------------------------------------------------------------------------------
+// Workspace of one backward call, allocated by the dispatcher (stream-ordered) and passed to the levels:
+// delta = rowsum(dO * O) fp32 [B, H, Sq]; dq_accum fp32 [B, H, Sq, D] (nullptr when the level does not use it).
+struct AttentionBackwardWorkspace {
+  float* delta = nullptr;
+  float* dq_accum = nullptr;
+};
+void launch_attention_backward_reference(const AttentionBackwardArgs& args, const AttentionBackwardWorkspace& ws,
+                                         cudaStream_t stream);  // level 1
+void launch_attention_backward_mma(const AttentionBackwardArgs& args, const AttentionBackwardWorkspace& ws,
+                                   cudaStream_t stream);        // level 3, sm_80+
+// The 16-byte vector rule of levels 3-4, for the backward's eight tensors.
+bool attention_vector_aligned(const AttentionBackwardArgs& args);
+
 }  // namespace parallax::detail

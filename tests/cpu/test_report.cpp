@@ -182,10 +182,6 @@ TEST(ReportPlan, SectionsInReportOrderWithUniqueNames) {
     EXPECT_EQ(names, (std::vector<std::string>{"roofs", "sgemm_ladder", "gemm", "attention", "attention_backward",
                                                 "comm", "tp"}));
     for (const auto& s : plan) {
-      if (s.name == "attention_backward") {  // issue 6: skipped, saying why, until it exists
-        EXPECT_NE(s.skip_reason.find("not implemented yet"), std::string::npos) << s.skip_reason;
-        continue;
-      }
       EXPECT_FALSE(s.args.empty()) << s.name;
       EXPECT_TRUE(s.skip_reason.empty()) << s.name << ": " << s.skip_reason;
       EXPECT_FALSE(s.title.empty()) << s.name;
@@ -200,7 +196,7 @@ TEST(ReportPlan, MultiGpuSectionsSkipOnOneGpuSayingWhy) {
     for (const auto& s : cli::plan_report(false, gpus)) {
       if (s.name == "comm" || s.name == "tp")
         EXPECT_EQ(s.skip_reason, "needs 2 or more GPUs, " + std::to_string(gpus) + " visible") << s.name;
-      else if (s.name != "attention_backward")
+      else
         EXPECT_TRUE(s.skip_reason.empty()) << s.name;
     }
   }
@@ -228,6 +224,10 @@ TEST(ReportPlan, QuickUsesSmallerSweeps) {
   EXPECT_EQ(std::count(q.begin(), q.end(), "--quick"), 1);
   EXPECT_EQ(std::count(f.begin(), f.end(), "--quick"), 0);
   EXPECT_EQ(std::count(f.begin(), f.end(), "--torch-peers"), 1);
+  const auto qb = args_of(true, "attention_backward"), fb = args_of(false, "attention_backward");
+  EXPECT_EQ(std::count(fb.begin(), fb.end(), "--backward"), 1);
+  EXPECT_EQ(std::count(fb.begin(), fb.end(), "--torch-peers"), 1);
+  EXPECT_EQ(std::count(qb.begin(), qb.end(), "--quick"), 1);
   const auto qc = args_of(true, "comm");
   EXPECT_EQ(*(std::find(qc.begin(), qc.end(), "--gpus") + 1), "8") << "collectives over every visible GPU";
 }
