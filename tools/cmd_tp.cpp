@@ -1,5 +1,6 @@
 // `parallax tp --gpus N [--t T --k K --n N] [--layer column|row] [--overlap on|off|both] [--chunks C]
-//              [--scaling strong|weak] [--gemm NAME] [--iters I] [--json]`
+//              [--scaling strong|weak] [--gemm NAME] [--transport nccl|copy-engine|auto] [--gemm-sms S]
+//              [--nccl-max-ctas C] [--iters I] [--json]`
 //
 // Times the tensor-parallel linear layers of parallax/tp.hpp (forward and backward, bf16, fp32 accumulate)
 // on N GPUs of this process (one thread per GPU) against the 1-GPU computation, and splits the step into
@@ -12,6 +13,11 @@
 //   1-GPU          strong scaling: the whole layer's GEMMs on GPU 0; weak scaling: one shard's worth
 //                  (n or k multiplied by N across the ranks, so each GPU keeps the --n / --k given)
 //   speedup        1-GPU / total;  efficiency = speedup / N (strong) or 1-GPU / total (weak)
+//   overlap bound  (GEMM + comm) / max(GEMM, comm): the best overlapped-vs-sequential ratio physics allows
+//                  (perfect overlap hides the shorter of the two); printed for the backward bar.
+// --transport picks the column forward's gather (tp::Transport); --gemm-sms caps the GEMMs' SMs
+// (tp::Options::gemm_sms; -1 = auto) and --nccl-max-ctas bounds NCCL's blocks (CommConfig::max_ctas), the
+// pair that lets an NCCL all-reduce really run next to a persistent GEMM.
 #include <fmt/core.h>
 
 #include <algorithm>
@@ -41,6 +47,9 @@ struct TpOptions {
   int chunks = 4;
   std::string scaling = "strong";
   std::string gemm = "auto";
+  std::string transport = "auto";
+  int gemm_sms = -1;
+  int nccl_max_ctas = 0;
   int iters = 10;
   int warmup = 3;
   OutputOptions output;
@@ -93,6 +102,7 @@ struct Phase {
 // One rank's measurement of forward and backward for one overlap setting.
 struct RankResult {
   Phase forward, backward;
+  std::string transport = "nccl";  // the column forward's gather as used
 };
 
 RankResult measure_rank(Communicator& comm, const TpOptions& o, std::int64_t n_total, std::int64_t k_total,
@@ -102,6 +112,8 @@ RankResult measure_rank(Communicator& comm, const TpOptions& o, std::int64_t n_t
   opt.chunks = o.chunks;
   opt.overlap = overlap;
   opt.gemm = o.gemm;
+  opt.transport = tp::parse_transport(o.transport);
+  opt.gemm_sms = o.gemm_sms;
   // The shape exchange synchronizes the host; the ranks here were built from one set of options, so the
   // timed step runs without it (the tests cover the check).
   opt.check_shapes = false;
@@ -119,6 +131,7 @@ RankResult measure_rank(Communicator& comm, const TpOptions& o, std::int64_t n_t
     fill_uniform(w.data(), w.size(), seed + 100);
     fill_uniform(dy.data(), dy.size(), seed + 200);
     res.forward.total = time_on(stream, o.warmup, o.iters, [&] { layer.forward(x.data(), t, w.data(), nullptr, y.data(), stream); });
+    res.transport = std::string(tp::transport_name(layer.transport_in_use()));
     res.backward.total = time_on(stream, o.warmup, o.iters, [&] {
       layer.backward(x.data(), dy.data(), t, w.data(), dx.data(), dw.data(), stream);
     });
@@ -207,7 +220,9 @@ int run_tp(const TpOptions& o) {
   const std::int64_t ref_k = weak && !column ? o.k : k_total;
   const Phase ref_forward = single_gpu(o, ref_k, ref_n, &ref_backward);
 
-  auto comms = Communicator::create_local(P);
+  CommConfig config;
+  config.max_ctas = o.nccl_max_ctas;
+  auto comms = Communicator::create_local(P, config);
   std::vector<bool> settings;
   if (o.overlap != "off") settings.push_back(true);
   if (o.overlap != "on") settings.push_back(false);
@@ -217,7 +232,7 @@ int run_tp(const TpOptions& o) {
   doc.context.emplace_back("gpus", static_cast<std::int64_t>(P));
   doc.context.emplace_back("scaling", o.scaling);
   doc.context.emplace_back("layer", o.layer);
-  Table table({{"pass"}, {"overlap"}, {"GPUs"}, {"total ms"}, {"GEMM ms"}, {"comm ms"}, {"exposed comm ms"},
+  Table table({{"pass"}, {"overlap"}, {"transport"}, {"GPUs"}, {"total ms"}, {"GEMM ms"}, {"comm ms"}, {"exposed comm ms"},
                {"comm share"}, {"1-GPU ms"}, {"speedup"}, {"efficiency"}});
   std::vector<std::pair<bool, RankResult>> all;
   for (bool overlap : settings) {
@@ -235,7 +250,8 @@ int run_tp(const TpOptions& o) {
       const double speedup = ref.total / ph.total;
       const double eff = weak ? ref.total / ph.total : speedup / P;
       const std::string pass_name = pass == 0 ? "forward" : "backward";
-      table.add_row({pass_name, overlap ? "on" : "off", std::to_string(P), milliseconds(ph.total),
+      const std::string transport = pass == 0 && column ? rank0.transport : "nccl";
+      table.add_row({pass_name, overlap ? "on" : "off", transport, std::to_string(P), milliseconds(ph.total),
                      milliseconds(ph.gemm), milliseconds(ph.comm), milliseconds(exposed),
                      percent(100.0 * exposed / ph.total), milliseconds(ref.total), fixed(speedup, 2) + "x",
                      percent(100.0 * eff)});
@@ -254,6 +270,10 @@ int run_tp(const TpOptions& o) {
       rec.add_extra("speedup", speedup);
       rec.add_extra("efficiency", eff);
       rec.add_extra("gemm_kernel", o.gemm);
+      rec.add_extra("transport", transport);
+      rec.add_extra("gemm_sms", static_cast<std::int64_t>(o.gemm_sms));
+      rec.add_extra("nccl_max_ctas", static_cast<std::int64_t>(o.nccl_max_ctas));
+      if (ph.comm > 0) rec.add_extra("overlap_bound", (ph.gemm + ph.comm) / std::max(ph.gemm, ph.comm));
       doc.records.push_back(std::move(rec));
     }
   }
@@ -261,6 +281,10 @@ int run_tp(const TpOptions& o) {
     fmt::print("{}-parallel linear, t={} k={} n={} bf16, {} scaling, {} chunk(s), gemm {}\n\n", o.layer, o.t,
                k_total, n_total, o.scaling, o.chunks, o.gemm);
     table.print();
+    for (const auto& [overlap, r] : all)
+      if (overlap && r.backward.comm > 0)
+        fmt::print("\nbackward overlap bound (GEMM + comm) / max(GEMM, comm): {:.2f}x\n",
+                   (r.backward.gemm + r.backward.comm) / std::max(r.backward.gemm, r.backward.comm));
     if (all.size() == 2)
       fmt::print("\nbackward sequential / overlapped: {:.2f}x   forward: {:.2f}x\n",
                  all[1].second.backward.total / all[0].second.backward.total,
@@ -287,6 +311,14 @@ void add_tp(CLI::App& root, Action& action) {
   std::vector<std::string> kernels;
   for (auto name : gemm_kernel_names()) kernels.emplace_back(name);
   cmd->add_option("--gemm", o->gemm, "GEMM kernel (parallax::gemm_kernel_names())")->check(CLI::IsMember(kernels));
+  cmd->add_option("--transport", o->transport, "Column forward gather: nccl | copy-engine | auto")
+      ->check(CLI::IsMember({"nccl", "copy-engine", "auto"}));
+  cmd->add_option("--gemm-sms", o->gemm_sms,
+                  "SM cap of the layer's GEMMs: -1 auto (leave --nccl-max-ctas SMs to an overlapping NCCL "
+                  "collective), 0 all, N")
+      ->check(CLI::Range(-1, 4096));
+  cmd->add_option("--nccl-max-ctas", o->nccl_max_ctas, "NCCL maxCTAs of the communicators (0: NCCL default)")
+      ->check(CLI::Range(0, 64));
   cmd->add_option("--iters", o->iters, "Timed iterations")->check(CLI::Range(1, 10000));
   cmd->add_option("--warmup", o->warmup, "Untimed iterations")->check(CLI::Range(0, 10000));
   add_output_options(*cmd, o->output);

@@ -97,26 +97,39 @@ bool mpi_available() noexcept;
 ncclDataType_t nccl_type(DType t);
 
 // ---- the communicator -----------------------------------------------------------------------------------
+// NCCL configuration (ncclConfig_t) a communicator is created with. 0 keeps NCCL's default.
+//   max_ctas / min_ctas: bounds on the thread blocks (channels) NCCL's kernels use. A GEMM that overlaps a
+//   collective should leave at least max_ctas SMs free (tp::Options::gemm_sms = -1 does exactly that), or
+//   the collective's blocks queue behind the GEMM's and the "overlap" serializes.
+struct CommConfig {
+  int min_ctas = 0;
+  int max_ctas = 0;
+};
+// Throws InvalidArgument("min_ctas" / "max_ctas", ...) for negative values, values above 64 (NCCL's
+// MAXCHANNELS) or min_ctas > max_ctas (when both are set).
+void validate(const CommConfig& config);
+
 class Communicator {
  public:
   // Rank `rank` of `nranks` on CUDA device `device`, joining the clique named by `id`. Makes `device`
   // current on the calling thread. Creates its own non-blocking communication stream.
-  Communicator(const ncclUniqueId& id, int rank, int nranks, int device);
+  Communicator(const ncclUniqueId& id, int rank, int nranks, int device, CommConfig config = {});
   ~Communicator();
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;
 
   static ncclUniqueId make_unique_id();
   // n ranks on devices 0..n-1 of this process (one init thread per GPU; see above).
-  static std::vector<std::unique_ptr<Communicator>> create_local(int ngpus);
+  static std::vector<std::unique_ptr<Communicator>> create_local(int ngpus, CommConfig config = {});
   // One rank per MPI process; the local rank picks the device. Calls MPI_Init if nobody did yet.
-  static std::unique_ptr<Communicator> from_mpi();
+  static std::unique_ptr<Communicator> from_mpi(CommConfig config = {});
 
   int rank() const noexcept { return rank_; }
   int size() const noexcept { return nranks_; }
   int device() const noexcept { return device_; }
   ncclComm_t get() const noexcept { return comm_; }
   cudaStream_t stream() const noexcept { return stream_; }
+  const CommConfig& config() const noexcept { return config_; }
 
   // Asynchronous collectives on `stream` (nullptr: the communicator's own stream). Counts are elements of
   // `type`. All ranks must call them in the same order with the same counts.
@@ -147,6 +160,10 @@ class Communicator {
   // waiting in a later collective with mismatched counts.
   void require_same(std::string_view what, std::span<const std::int64_t> values);
 
+  // Host-synchronizing all-gather of a few int64 per rank (same count on every rank): returns size() *
+  // values.size() values, rank r's at r * values.size(). For one-time setup (peer pointers, IPC handles,
+  // capability flags); it blocks the calling thread until every rank contributed (timeout as wait()).
+  std::vector<std::int64_t> exchange(std::string_view what, std::span<const std::int64_t> values);
  private:
   ncclComm_t comm_ = nullptr;
   cudaStream_t stream_ = nullptr;
@@ -154,6 +171,7 @@ class Communicator {
   int nranks_ = 1;
   int device_ = 0;
   bool aborted_ = false;
+  CommConfig config_;
   cudaStream_t pick(cudaStream_t s) const noexcept { return s ? s : stream_; }
 };
 

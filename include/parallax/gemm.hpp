@@ -71,13 +71,18 @@ struct GemmArgs {
   float beta = 0.f;
   const float* bias = nullptr;  // optional: n floats on the device
   Epilogue epilogue = Epilogue::kNone;
+  // Cap on the SMs the GEMM may occupy (0: all). Honoured by the persistent level 13 (grid = min(tiles,
+  // SMs, max_sms)) and by cuBLAS (cublasSetSmCountTarget); the one-block-per-tile levels ignore it. Used to
+  // leave SMs free for a communication kernel (NCCL) that should run concurrently with the GEMM: a
+  // persistent grid that fills every SM otherwise makes the collective wait until the GEMM ends.
+  int max_sms = 0;
 };
 
 // Host-side argument checks; throws InvalidArgument naming the argument and the rule. Rules:
 //   m, n, k >= 1; a, b, c non-null and aligned to their element size (bias: 4 bytes);
 //   op_a, op_b, epilogue, dtypes are valid enumerators; a_type in {bf16, f16}; b_type == a_type;
 //   lda >= (op_a == kN ? k : m); ldb >= (op_b == kN ? n : k); ldc >= n; all leading dims <= INT32_MAX;
-//   alpha, beta finite; c overlaps neither a, b nor bias.
+//   alpha, beta finite; c overlaps neither a, b nor bias; max_sms >= 0.
 void validate(const GemmArgs& args);
 
 enum class GemmKernel : int {

@@ -29,22 +29,66 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <string_view>
 
 #include "parallax/comm.hpp"
 #include "parallax/core.hpp"
 
 namespace parallax::tp {
 
+// How the column-parallel forward gathers Y (the all-reduces always use NCCL: a sum needs SMs).
+//   kNccl        ncclAllGather per row chunk into a padded buffer, then a 2-D scatter into Y's columns.
+//   kCopyEngine  the copy engines push this rank's block of each chunk straight into every peer's receive
+//                workspace (cudaMemcpy2DAsync over NVLink: no SM is used, so the GEMM keeps all of them),
+//                ordered across GPUs by flags in peer-visible memory (stream memory operations; see
+//                src/tp/ce_gather.hpp). Needs every pair of ranks in one host with peer access (one process:
+//                cudaDeviceEnablePeerAccess; mpirun: CUDA IPC handles).
+//   kAuto        kCopyEngine where every rank can, else kNccl (decided collectively, so all ranks agree).
+enum class Transport : int { kNccl = 0, kCopyEngine = 1, kAuto = 2 };
+std::string_view transport_name(Transport t);  // "nccl", "copy-engine", "auto"
+// Accepts the names above; throws InvalidArgument("transport", ... valid: ...).
+Transport parse_transport(std::string_view text);
+
 struct Options {
   int chunks = 4;                // row chunks for pipelining (clamped to t)
   bool overlap = true;           // false: the sequential baseline on one stream
   std::string gemm = "cublas";   // any of gemm_kernel_names()
   bool check_shapes = true;      // metadata exchange (require_same) before the first collective of each call
+  Transport transport = Transport::kAuto;  // the column forward's all-gather (see Transport)
+  // SMs the layer's GEMMs may occupy (GemmArgs::max_sms): 0 all; > 0 that many; -1 (auto) = all SMs, except
+  // while an NCCL collective overlaps the GEMM and the communicator was configured with max_ctas: then
+  // SMs - max_ctas, so NCCL's blocks find free SMs instead of queueing behind a persistent GEMM grid.
+  int gemm_sms = -1;
 };
 
-// Host-side checks of Options; throws InvalidArgument("chunks" / "gemm", ...).
+// Host-side checks of Options; throws InvalidArgument("chunks" / "gemm" / "transport" / "gemm_sms", ...).
 void validate(const Options& options);
+
+// The GemmArgs::max_sms a layer uses (see Options::gemm_sms). `nccl_overlaps`: an NCCL collective runs
+// concurrently with this GEMM; `comm_max_ctas`: the communicator's CommConfig::max_ctas (0: NCCL default).
+int resolve_gemm_sms(int gemm_sms, int sm_count, int comm_max_ctas, bool nccl_overlaps);
+
+// Signal pad of the copy-engine gather: one uint32 flag per (slot, source rank) in each rank's device memory.
+//   ready(src):       rank src has entered call `epoch` and drained the previous call's data out of its
+//                     workspace, so others may write into it (write-after-read safety).
+//   data(chunk, src): rank src's block of row chunk `chunk` has fully landed in this rank's workspace.
+// Flags carry the call's epoch (1, 2, ...; 0 = never written) and are compared cyclically, exactly like
+// CU_STREAM_WAIT_VALUE_GEQ: (int32_t)(flag - epoch) >= 0, so wrap-around after 2^32 calls is harmless.
+struct SignalPadLayout {
+  int ranks = 1;
+  int chunks = 1;
+  std::size_t slots() const;                   // flags in one pad
+  std::size_t ready(int src) const;            // index of ready(src)
+  std::size_t data(int chunk, int src) const;  // index of data(chunk, src)
+};
+std::uint32_t next_epoch(std::uint32_t epoch);  // epoch + 1, skipping 0 (the never-written value)
+bool epoch_reached(std::uint32_t flag, std::uint32_t epoch);
+
+namespace detail {
+class CopyEngineGather;
+}
 
 // Rows of chunk c of `t` rows split into `chunks` (plan_split of the rows).
 std::vector<Split> plan_row_chunks(std::int64_t t, int chunks);
@@ -53,21 +97,29 @@ class ColumnParallelLinear {
  public:
   // k, n: the full layer's shape. Throws InvalidArgument for k, n < 1 or bad options.
   ColumnParallelLinear(Communicator& comm, std::int64_t k, std::int64_t n, Options options = {});
+  ~ColumnParallelLinear();
   Split shard() const noexcept { return shard_; }  // the columns of W / b / Y this rank owns
+  // The gather transport the last forward used (kAuto before the first multi-rank forward).
+  Transport transport_in_use() const noexcept { return in_use_; }
 
   // x [t, k] (replicated), w_shard [k, shard().size], bias_shard (shard().size floats or nullptr),
   // y [t, n] (output, gathered on every rank).
   void forward(const __nv_bfloat16* x, std::int64_t t, const __nv_bfloat16* w_shard, const float* bias_shard,
                __nv_bfloat16* y, cudaStream_t stream);
-  // dy [t, n] (replicated), dx [t, k] bf16 (all-reduced), dw_shard [k, shard().size] fp32.
+  // dy [t, n] (replicated), dx [t, k] bf16 (all-reduced), dw_shard [k, shard().size] fp32,
+  // db_shard (optional, shard().size floats): db_r[j] = sum over rows of dY[:, shard offset + j], fp32.
   void backward(const __nv_bfloat16* x, const __nv_bfloat16* dy, std::int64_t t, const __nv_bfloat16* w_shard,
-                __nv_bfloat16* dx, float* dw_shard, cudaStream_t stream);
+                __nv_bfloat16* dx, float* dw_shard, cudaStream_t stream, float* db_shard = nullptr);
 
  private:
+  void forward_nccl(const __nv_bfloat16* x, std::int64_t t, const __nv_bfloat16* w_shard, const float* bias_shard,
+                    __nv_bfloat16* y, cudaStream_t stream);
   Communicator& comm_;
   std::int64_t k_, n_, padded_n_;
   Split shard_;
   Options options_;
+  Transport in_use_ = Transport::kAuto;
+  std::unique_ptr<detail::CopyEngineGather> ce_;
   DeviceBuffer<__nv_bfloat16> local_;     // [t, padded_n] this rank's Y block
   DeviceBuffer<__nv_bfloat16> gathered_;  // [P, t, padded_n] (chunk-major: chunk c's P blocks are contiguous)
   Event ready_{false}, done_{false};
@@ -81,9 +133,12 @@ class RowParallelLinear {
   // x_shard [t, shard().size], w_shard [shard().size, n], bias (n floats, full, or nullptr), y [t, n].
   void forward(const __nv_bfloat16* x_shard, std::int64_t t, const __nv_bfloat16* w_shard, const float* bias,
                __nv_bfloat16* y, cudaStream_t stream);
-  // dy [t, n], dx_shard [t, shard().size] bf16, dw_shard [shard().size, n] fp32.
+  // dy [t, n], dx_shard [t, shard().size] bf16, dw_shard [shard().size, n] fp32, db (optional, n floats):
+  // the full bias gradient sum_rows dY, computed identically on EVERY rank (dY is replicated, the bias is
+  // not split, and a rank-local copy saves the broadcast an optimizer step would otherwise need).
   void backward(const __nv_bfloat16* x_shard, const __nv_bfloat16* dy, std::int64_t t,
-                const __nv_bfloat16* w_shard, __nv_bfloat16* dx_shard, float* dw_shard, cudaStream_t stream);
+                const __nv_bfloat16* w_shard, __nv_bfloat16* dx_shard, float* dw_shard, cudaStream_t stream,
+                float* db = nullptr);
 
  private:
   Communicator& comm_;

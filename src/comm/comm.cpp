@@ -176,8 +176,18 @@ ncclDataType_t nccl_type(DType t) {
 }
 
 // ---- the communicator -----------------------------------------------------------------------------------
-Communicator::Communicator(const ncclUniqueId& id, int rank, int nranks, int device)
-    : rank_(rank), nranks_(nranks), device_(device) {
+void validate(const CommConfig& c) {
+  PX_REQUIRE(c.min_ctas >= 0 && c.min_ctas <= 64, "min_ctas",
+             fmt::format("must be in [0, 64], 0 meaning NCCL's default (got {})", c.min_ctas));
+  PX_REQUIRE(c.max_ctas >= 0 && c.max_ctas <= 64, "max_ctas",
+             fmt::format("must be in [0, 64], 0 meaning NCCL's default (got {})", c.max_ctas));
+  PX_REQUIRE(c.min_ctas == 0 || c.max_ctas == 0 || c.min_ctas <= c.max_ctas, "min_ctas",
+             fmt::format("must be <= max_ctas (got min_ctas={}, max_ctas={})", c.min_ctas, c.max_ctas));
+}
+
+Communicator::Communicator(const ncclUniqueId& id, int rank, int nranks, int device, CommConfig config)
+    : rank_(rank), nranks_(nranks), device_(device), config_(config) {
+  validate(config);
   PX_REQUIRE(nranks >= 1, "nranks", "must be >= 1 (got " + std::to_string(nranks) + ")");
   PX_REQUIRE(rank >= 0 && rank < nranks, "rank",
              fmt::format("must be in [0, {}) (got {})", nranks, rank));
@@ -187,10 +197,14 @@ Communicator::Communicator(const ncclUniqueId& id, int rank, int nranks, int dev
   ensure_nvls_disabled();
   PX_CUDA_CHECK(cudaSetDevice(device));
   PX_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-  const ncclResult_t status = ncclCommInitRank(&comm_, nranks, id, rank);
+  // Blocking init (config.blocking stays at its default, 1) so the call returns a ready communicator.
+  ncclConfig_t nccl_config = NCCL_CONFIG_INITIALIZER;
+  if (config.min_ctas > 0) nccl_config.minCTAs = config.min_ctas;
+  if (config.max_ctas > 0) nccl_config.maxCTAs = config.max_ctas;
+  const ncclResult_t status = ncclCommInitRankConfig(&comm_, nranks, id, rank, &nccl_config);
   if (status != ncclSuccess) {
     cudaStreamDestroy(stream_);
-    throw_nccl_error(status, "ncclCommInitRank", __FILE__, __LINE__);
+    throw_nccl_error(status, "ncclCommInitRankConfig", __FILE__, __LINE__);
   }
 }
 
@@ -209,7 +223,8 @@ ncclUniqueId Communicator::make_unique_id() {
   return id;
 }
 
-std::vector<std::unique_ptr<Communicator>> Communicator::create_local(int ngpus) {
+std::vector<std::unique_ptr<Communicator>> Communicator::create_local(int ngpus, CommConfig config) {
+  validate(config);
   const int devices = device_count();
   PX_REQUIRE(ngpus >= 1, "gpus", "must be >= 1 (got " + std::to_string(ngpus) + ")");
   PX_REQUIRE(ngpus <= devices, "gpus",
@@ -223,7 +238,7 @@ std::vector<std::unique_ptr<Communicator>> Communicator::create_local(int ngpus)
   for (int r = 0; r < ngpus; ++r)
     threads.emplace_back([&, r] {
       try {
-        comms[r] = std::make_unique<Communicator>(id, r, ngpus, r);
+        comms[r] = std::make_unique<Communicator>(id, r, ngpus, r, config);
       } catch (...) {
         errors[r] = std::current_exception();
       }
@@ -234,7 +249,8 @@ std::vector<std::unique_ptr<Communicator>> Communicator::create_local(int ngpus)
   return comms;
 }
 
-std::unique_ptr<Communicator> Communicator::from_mpi() {
+std::unique_ptr<Communicator> Communicator::from_mpi(CommConfig config) {
+  validate(config);
 #if defined(PARALLAX_HAVE_MPI)
   int initialized = 0;
   MPI_Initialized(&initialized);
@@ -259,7 +275,7 @@ std::unique_ptr<Communicator> Communicator::from_mpi() {
   ncclUniqueId id;
   if (rank == 0) id = make_unique_id();
   MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD);
-  return std::make_unique<Communicator>(id, rank, size, local_rank);
+  return std::make_unique<Communicator>(id, rank, size, local_rank, config);
 #else
   throw Error("this parallax build has no MPI (find_package(MPI) failed at configure time): the mpirun bootstrap "
               "is compiled out; use the single-process mode (--gpus N) or rebuild with MPI installed");
@@ -361,6 +377,18 @@ void Communicator::require_same(std::string_view what, std::span<const std::int6
     described += fmt::format("{}rank {} has [{}]", r ? ", " : "", r,
                              fmt::join(all.begin() + r * n, all.begin() + (r + 1) * n, ", "));
   throw InvalidArgument(std::string(what), "differs across ranks: " + described);
+}
+
+std::vector<std::int64_t> Communicator::exchange(std::string_view what, std::span<const std::int64_t> values) {
+  const std::size_t n = values.size();
+  if (nranks_ == 1 || n == 0) return {values.begin(), values.end()};
+  PX_CUDA_CHECK(cudaSetDevice(device_));
+  DeviceBuffer<std::int64_t> gathered(n * static_cast<std::size_t>(nranks_));
+  PX_CUDA_CHECK(cudaMemcpyAsync(gathered.data() + rank_ * n, values.data(), n * sizeof(std::int64_t),
+                                cudaMemcpyHostToDevice, stream_));
+  PX_NCCL_CHECK(ncclAllGather(gathered.data() + rank_ * n, gathered.data(), n, ncclInt64, comm_, stream_));
+  wait(stream_, fmt::format("exchange of '{}'", what), std::chrono::seconds(60));
+  return gathered.download(stream_);
 }
 
 void run_local_ranks(std::span<const std::unique_ptr<Communicator>> comms,

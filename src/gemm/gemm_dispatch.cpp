@@ -140,6 +140,7 @@ void validate(const GemmArgs& p) {
   PX_REQUIRE(p.ldc <= INT_MAX, "ldc", "must be <= 2^31-1 (cuBLAS takes 32-bit leading dimensions)" + got("ldc", p.ldc));
   PX_REQUIRE(std::isfinite(p.alpha), "alpha", "must be finite (got alpha=" + std::to_string(p.alpha) + ")");
   PX_REQUIRE(std::isfinite(p.beta), "beta", "must be finite (got beta=" + std::to_string(p.beta) + ")");
+  PX_REQUIRE(p.max_sms >= 0, "max_sms", "must be >= 0, 0 meaning all SMs (got " + std::to_string(p.max_sms) + ")");
 
   const ByteRange c = matrix_range(p.c, p.m, p.n, p.ldc, out_size);
   PX_REQUIRE(!overlaps(c, matrix_range(p.a, a_rows, a_cols, p.lda, in_size)), "c",

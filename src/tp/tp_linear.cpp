@@ -7,6 +7,8 @@
 #include <algorithm>
 
 #include "parallax/gemm.hpp"
+#include "tp/ce_gather.hpp"
+#include "tp/tp_kernels.hpp"
 
 namespace parallax::tp {
 
@@ -17,7 +19,7 @@ constexpr std::size_t kBf16 = sizeof(__nv_bfloat16);
 // One bf16 GEMM through parallax::gemm. m/n/k are op(A) m x k, op(B) k x n.
 void run_gemm(const Options& o, cudaStream_t stream, std::int64_t m, std::int64_t n, std::int64_t k, Op op_a,
               const void* a, std::int64_t lda, Op op_b, const void* b, std::int64_t ldb, DType c_type, void* c,
-              std::int64_t ldc, const float* bias = nullptr, Epilogue epi = Epilogue::kNone) {
+              std::int64_t ldc, const float* bias = nullptr, Epilogue epi = Epilogue::kNone, int max_sms = 0) {
   GemmArgs g;
   g.m = static_cast<int>(m);
   g.n = static_cast<int>(n);
@@ -34,7 +36,20 @@ void run_gemm(const Options& o, cudaStream_t stream, std::int64_t m, std::int64_
   g.ldc = ldc;
   g.bias = bias;
   g.epilogue = epi;
+  g.max_sms = max_sms;
   gemm(g, stream, o.gemm);
+}
+
+int sm_count(int device) {
+  int sms = 0;
+  PX_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  return sms;
+}
+
+// GemmArgs::max_sms for a GEMM of this layer; `nccl_overlaps`: an NCCL collective may run next to it.
+int gemm_sms_for(const Communicator& comm, const Options& o, bool nccl_overlaps) {
+  return resolve_gemm_sms(o.gemm_sms, sm_count(comm.device()), comm.config().max_ctas,
+                          nccl_overlaps && o.overlap && comm.size() > 1);
 }
 
 void require_pointer(const void* p, const char* name) {
@@ -69,9 +84,60 @@ void hand_over(const Options& o, cudaStream_t stream, cudaStream_t comm_stream, 
 
 }  // namespace
 
+std::string_view transport_name(Transport t) {
+  switch (t) {
+    case Transport::kNccl: return "nccl";
+    case Transport::kCopyEngine: return "copy-engine";
+    case Transport::kAuto: return "auto";
+  }
+  return "unknown";
+}
+
+Transport parse_transport(std::string_view text) {
+  for (Transport t : {Transport::kNccl, Transport::kCopyEngine, Transport::kAuto})
+    if (text == transport_name(t)) return t;
+  throw InvalidArgument("transport", fmt::format("unknown transport '{}' (valid: nccl, copy-engine, auto)", text));
+}
+
 void validate(const Options& o) {
   PX_REQUIRE(o.chunks >= 1 && o.chunks <= 1024, "chunks", fmt::format("must be in [1, 1024] (got {})", o.chunks));
   (void)parse_gemm_kernel(o.gemm);  // throws InvalidArgument("kernel", ... valid: ...)
+  const int t = static_cast<int>(o.transport);
+  PX_REQUIRE(t >= 0 && t <= 2, "transport", fmt::format("not a Transport enumerator ({})", t));
+  PX_REQUIRE(o.gemm_sms >= -1 && o.gemm_sms <= 4096, "gemm_sms",
+             fmt::format("must be -1 (auto), 0 (all SMs) or a positive SM count (got {})", o.gemm_sms));
+}
+
+int resolve_gemm_sms(int gemm_sms, int sm_count, int comm_max_ctas, bool nccl_overlaps) {
+  PX_REQUIRE(gemm_sms >= -1, "gemm_sms", fmt::format("must be >= -1 (got {})", gemm_sms));
+  PX_REQUIRE(sm_count >= 1, "sm_count", fmt::format("must be >= 1 (got {})", sm_count));
+  if (gemm_sms > 0) return std::min(gemm_sms, sm_count);
+  if (gemm_sms == 0 || !nccl_overlaps || comm_max_ctas <= 0) return 0;
+  // Leave the collective's blocks their SMs, but never starve the GEMM below half the GPU.
+  return std::max(sm_count - comm_max_ctas, (sm_count + 1) / 2);
+}
+
+std::size_t SignalPadLayout::slots() const {
+  PX_REQUIRE(ranks >= 1 && chunks >= 1, "layout", fmt::format("ranks and chunks must be >= 1 (got {}, {})", ranks, chunks));
+  return static_cast<std::size_t>(ranks) * (1 + static_cast<std::size_t>(chunks));
+}
+std::size_t SignalPadLayout::ready(int src) const {
+  PX_REQUIRE(src >= 0 && src < ranks, "src", fmt::format("must be in [0, {}) (got {})", ranks, src));
+  return static_cast<std::size_t>(src);
+}
+std::size_t SignalPadLayout::data(int chunk, int src) const {
+  PX_REQUIRE(src >= 0 && src < ranks, "src", fmt::format("must be in [0, {}) (got {})", ranks, src));
+  PX_REQUIRE(chunk >= 0 && chunk < chunks, "chunk", fmt::format("must be in [0, {}) (got {})", chunks, chunk));
+  return static_cast<std::size_t>(ranks) * (1 + static_cast<std::size_t>(chunk)) + static_cast<std::size_t>(src);
+}
+
+std::uint32_t next_epoch(std::uint32_t epoch) {
+  const std::uint32_t next = epoch + 1u;
+  return next == 0u ? 1u : next;
+}
+
+bool epoch_reached(std::uint32_t flag, std::uint32_t epoch) {
+  return static_cast<std::int32_t>(flag - epoch) >= 0;
 }
 
 std::vector<Split> plan_row_chunks(std::int64_t t, int chunks) {
@@ -90,6 +156,8 @@ ColumnParallelLinear::ColumnParallelLinear(Communicator& comm, std::int64_t k, s
   padded_n_ = max_split(n, comm.size());
 }
 
+ColumnParallelLinear::~ColumnParallelLinear() = default;
+
 void ColumnParallelLinear::forward(const __nv_bfloat16* x, std::int64_t t, const __nv_bfloat16* w_shard,
                                    const float* bias_shard, __nv_bfloat16* y, cudaStream_t stream) {
   check_t(t);
@@ -103,9 +171,38 @@ void ColumnParallelLinear::forward(const __nv_bfloat16* x, std::int64_t t, const
   }
   PX_CUDA_CHECK(cudaSetDevice(comm_.device()));
   if (P == 1) {  // nothing to gather: the GEMM writes Y directly
-    run_gemm(options_, stream, t, n_, k_, Op::kN, x, k_, Op::kN, w_shard, n_, DType::kBF16, y, n_, bias_shard);
+    run_gemm(options_, stream, t, n_, k_, Op::kN, x, k_, Op::kN, w_shard, n_, DType::kBF16, y, n_, bias_shard,
+             Epilogue::kNone, gemm_sms_for(comm_, options_, false));
     return;
   }
+  if (options_.transport != Transport::kNccl && in_use_ != Transport::kNccl) {
+    if (!ce_) ce_ = std::make_unique<detail::CopyEngineGather>(comm_, n_, options_.chunks);
+    std::string why;
+    if (ce_->prepare(t, stream, &why)) {
+      in_use_ = Transport::kCopyEngine;
+      // The copy engines use no SM: the GEMM keeps all of them.
+      const int sms = resolve_gemm_sms(options_.gemm_sms, sm_count(comm_.device()), 0, false);
+      ce_->run(t, options_.chunks, y, shard_, options_.overlap, stream,
+               [&](const Split& rows, __nv_bfloat16* y_rows) {
+                 run_gemm(options_, stream, rows.size, shard_.size, k_, Op::kN, x + rows.offset * k_, k_, Op::kN,
+                          w_shard, shard_.size, DType::kBF16, y_rows, n_, bias_shard, Epilogue::kNone, sms);
+               });
+      return;
+    }
+    ce_.reset();
+    if (options_.transport == Transport::kCopyEngine)
+      throw Error("column-parallel forward: transport 'copy-engine' is unavailable (" + why +
+                  "); use transport 'nccl' or 'auto'");
+    in_use_ = Transport::kNccl;  // auto: fall back, on every rank alike (prepare's verdict is collective)
+  }
+  in_use_ = Transport::kNccl;
+  forward_nccl(x, t, w_shard, bias_shard, y, stream);
+}
+
+void ColumnParallelLinear::forward_nccl(const __nv_bfloat16* x, std::int64_t t, const __nv_bfloat16* w_shard,
+                                        const float* bias_shard, __nv_bfloat16* y, cudaStream_t stream) {
+  const int P = comm_.size();
+  const int sms = gemm_sms_for(comm_, options_, true);
   const std::size_t need = static_cast<std::size_t>(t * padded_n_);
   if (local_.size() < need) {
     local_ = DeviceBuffer<__nv_bfloat16>(need);
@@ -118,7 +215,7 @@ void ColumnParallelLinear::forward(const __nv_bfloat16* x, std::int64_t t, const
     // This rank's block of chunk rows, padded to padded_n_ columns (the pad columns are never read back).
     if (shard_.size > 0)
       run_gemm(options_, stream, rows.size, shard_.size, k_, Op::kN, x + rows.offset * k_, k_, Op::kN, w_shard,
-               shard_.size, DType::kBF16, local_rows, padded_n_, bias_shard);
+               shard_.size, DType::kBF16, local_rows, padded_n_, bias_shard, Epilogue::kNone, sms);
     hand_over(options_, stream, cs, ready_);
     // Chunk-major gathered layout: the P blocks of this chunk sit contiguously at P * rows.offset * padded_n_.
     __nv_bfloat16* gathered_rows = gathered_.data() + static_cast<std::int64_t>(P) * rows.offset * padded_n_;
@@ -137,7 +234,7 @@ void ColumnParallelLinear::forward(const __nv_bfloat16* x, std::int64_t t, const
 
 void ColumnParallelLinear::backward(const __nv_bfloat16* x, const __nv_bfloat16* dy, std::int64_t t,
                                     const __nv_bfloat16* w_shard, __nv_bfloat16* dx, float* dw_shard,
-                                    cudaStream_t stream) {
+                                    cudaStream_t stream, float* db_shard) {
   check_t(t);
   require_pointer(x, "x");
   require_pointer(dy, "dy");
@@ -153,6 +250,7 @@ void ColumnParallelLinear::backward(const __nv_bfloat16* x, const __nv_bfloat16*
   }
   PX_CUDA_CHECK(cudaSetDevice(comm_.device()));
   const __nv_bfloat16* dy_shard = dy + shard_.offset;  // dY[:, shard] in place, leading dimension n
+  const int sms = gemm_sms_for(comm_, options_, true);
   cudaStream_t cs = P > 1 ? begin_comm(comm_, options_, stream, ready_) : stream;
   // dX partials first (they feed the all-reduce), chunk by chunk: dX[rows] = dY_r[rows] · W_rᵀ.
   // W_r is stored k x n_r, i.e. op_b = T with B stored (n=k) x (k=n_r), ldb = n_r.
@@ -160,7 +258,7 @@ void ColumnParallelLinear::backward(const __nv_bfloat16* x, const __nv_bfloat16*
     __nv_bfloat16* dx_rows = dx + rows.offset * k_;
     if (shard_.size > 0)
       run_gemm(options_, stream, rows.size, k_, shard_.size, Op::kN, dy_shard + rows.offset * n_, n_, Op::kT,
-               w_shard, shard_.size, DType::kBF16, dx_rows, k_);
+               w_shard, shard_.size, DType::kBF16, dx_rows, k_, nullptr, Epilogue::kNone, sms);
     else  // a rank without columns contributes zeros to the sum
       PX_CUDA_CHECK(cudaMemsetAsync(dx_rows, 0, rows.size * k_ * kBf16, stream));
     if (P > 1) {
@@ -172,7 +270,9 @@ void ColumnParallelLinear::backward(const __nv_bfloat16* x, const __nv_bfloat16*
   // op_a = T with A stored (k=t) x (m=k), lda = k.
   if (shard_.size > 0)
     run_gemm(options_, stream, k_, shard_.size, t, Op::kT, x, k_, Op::kN, dy_shard, n_, DType::kF32, dw_shard,
-             shard_.size);
+             shard_.size, nullptr, Epilogue::kNone, sms);
+  // db_r = 1ᵀ dY_r: a column sum of this rank's columns (memory-bound; also overlaps the all-reduce).
+  if (db_shard != nullptr && shard_.size > 0) detail::column_sum(dy_shard, n_, t, shard_.size, db_shard, stream);
   if (P > 1) end_comm(options_, stream, cs, done_);
 }
 
@@ -201,12 +301,13 @@ void RowParallelLinear::forward(const __nv_bfloat16* x_shard, std::int64_t t, co
   PX_CUDA_CHECK(cudaSetDevice(comm_.device()));
   // The bias belongs to the sum once: only rank 0's GEMM adds it.
   const float* my_bias = comm_.rank() == 0 ? bias : nullptr;
+  const int sms = gemm_sms_for(comm_, options_, true);
   cudaStream_t cs = P > 1 ? begin_comm(comm_, options_, stream, ready_) : stream;
   for (const Split& rows : plan_row_chunks(t, options_.chunks)) {
     __nv_bfloat16* y_rows = y + rows.offset * n_;
     if (shard_.size > 0)
       run_gemm(options_, stream, rows.size, n_, shard_.size, Op::kN, x_shard + rows.offset * shard_.size,
-               shard_.size, Op::kN, w_shard, n_, DType::kBF16, y_rows, n_, my_bias);
+               shard_.size, Op::kN, w_shard, n_, DType::kBF16, y_rows, n_, my_bias, Epilogue::kNone, sms);
     else if (my_bias == nullptr)
       PX_CUDA_CHECK(cudaMemsetAsync(y_rows, 0, rows.size * n_ * kBf16, stream));
     else
@@ -221,9 +322,12 @@ void RowParallelLinear::forward(const __nv_bfloat16* x_shard, std::int64_t t, co
 
 void RowParallelLinear::backward(const __nv_bfloat16* x_shard, const __nv_bfloat16* dy, std::int64_t t,
                                  const __nv_bfloat16* w_shard, __nv_bfloat16* dx_shard, float* dw_shard,
-                                 cudaStream_t stream) {
+                                 cudaStream_t stream, float* db) {
   check_t(t);
   require_pointer(dy, "dy");
+  PX_CUDA_CHECK(cudaSetDevice(comm_.device()));
+  // The bias is replicated and dY too: every rank computes the full db (no communication).
+  if (db != nullptr) detail::column_sum(dy, n_, t, n_, db, stream);
   if (shard_.size == 0) return;  // nothing owned, nothing to compute, no communication
   require_pointer(x_shard, "x_shard");
   require_pointer(w_shard, "w_shard");

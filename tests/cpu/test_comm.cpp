@@ -2,6 +2,8 @@
 // argument validation of the comm / tp APIs and CLI (no GPU needed).
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include <map>
 #include <numeric>
 #include <string>
@@ -213,6 +215,133 @@ TEST(TpCli, AcceptsDocumentedOptions) {
   EXPECT_EQ(parse({"tp", "--gpus", "2", "--t", "8192", "--k", "8192", "--n", "28672", "--layer", "column",
                    "--overlap", "on", "--chunks", "4", "--scaling", "strong", "--gemm", "cublas", "--json"}), 0);
   EXPECT_EQ(parse({"tp", "--layer", "row", "--overlap", "both", "--scaling", "weak", "--gemm", "auto"}), 0);
+}
+
+TEST(TpCli, AcceptsTransportAndSmOptions) {
+  EXPECT_EQ(parse({"tp", "--transport", "copy-engine", "--gemm-sms", "116", "--nccl-max-ctas", "16"}), 0);
+  EXPECT_EQ(parse({"tp", "--transport", "nccl", "--gemm-sms", "-1"}), 0);
+  EXPECT_EQ(parse({"tp", "--transport", "auto", "--gemm-sms", "0", "--nccl-max-ctas", "0"}), 0);
+}
+
+TEST(TpCli, RejectsBadTransportAndSmOptions) {
+  EXPECT_EQ(parse({"tp", "--transport", "carrier-pigeon"}), 2);
+  EXPECT_EQ(parse({"tp", "--gemm-sms", "-2"}), 2);
+  EXPECT_EQ(parse({"tp", "--nccl-max-ctas", "65"}), 2);
+}
+
+TEST(TpTransport, NamesRoundTripAndUnknownIsRejected) {
+  using parallax::tp::Transport;
+  for (Transport t : {Transport::kNccl, Transport::kCopyEngine, Transport::kAuto})
+    EXPECT_EQ(parallax::tp::parse_transport(parallax::tp::transport_name(t)), t);
+  try {
+    parallax::tp::parse_transport("ce");
+    FAIL() << "expected InvalidArgument";
+  } catch (const parallax::InvalidArgument& e) {
+    EXPECT_EQ(e.argument(), "transport");
+    EXPECT_NE(std::string(e.what()).find("copy-engine"), std::string::npos) << e.what();
+  }
+}
+
+TEST(TpOptions, TransportAndGemmSmsValidation) {
+  parallax::tp::Options o;
+  o.gemm_sms = -2;
+  EXPECT_THROW(parallax::tp::validate(o), parallax::InvalidArgument);
+  o.gemm_sms = 0;
+  o.transport = static_cast<parallax::tp::Transport>(7);
+  EXPECT_THROW(parallax::tp::validate(o), parallax::InvalidArgument);
+  o.transport = parallax::tp::Transport::kCopyEngine;
+  EXPECT_NO_THROW(parallax::tp::validate(o));
+}
+
+TEST(TpGemmSms, AutoLeavesTheCommunicatorsCtasOnlyWhenNcclOverlaps) {
+  using parallax::tp::resolve_gemm_sms;
+  EXPECT_EQ(resolve_gemm_sms(-1, 132, 16, true), 116);  // leave NCCL its 16 blocks
+  EXPECT_EQ(resolve_gemm_sms(-1, 132, 16, false), 0);   // nothing overlaps (copy engines / sequential)
+  EXPECT_EQ(resolve_gemm_sms(-1, 132, 0, true), 0);     // NCCL unbounded: capping would not help it
+  EXPECT_EQ(resolve_gemm_sms(-1, 132, 120, true), 66);  // never below half the GPU
+  EXPECT_EQ(resolve_gemm_sms(0, 132, 16, true), 0);     // explicit "all"
+  EXPECT_EQ(resolve_gemm_sms(100, 132, 16, false), 100);
+  EXPECT_EQ(resolve_gemm_sms(500, 132, 16, false), 132);
+  EXPECT_THROW(resolve_gemm_sms(-3, 132, 16, true), parallax::InvalidArgument);
+}
+
+TEST(CommConfig, Validation) {
+  parallax::CommConfig c;
+  EXPECT_NO_THROW(parallax::validate(c));
+  c.max_ctas = 16;
+  c.min_ctas = 4;
+  EXPECT_NO_THROW(parallax::validate(c));
+  c.min_ctas = 32;
+  EXPECT_THROW(parallax::validate(c), parallax::InvalidArgument);
+  c = {};
+  c.max_ctas = 65;
+  EXPECT_THROW(parallax::validate(c), parallax::InvalidArgument);
+  c.max_ctas = -1;
+  EXPECT_THROW(parallax::validate(c), parallax::InvalidArgument);
+}
+
+TEST(SignalPad, SlotsAreDistinctAndInRange) {
+  for (int ranks : {1, 2, 3, 8})
+    for (int chunks : {1, 4, 7}) {
+      parallax::tp::SignalPadLayout l{ranks, chunks};
+      std::set<std::size_t> seen;
+      for (int src = 0; src < ranks; ++src) {
+        seen.insert(l.ready(src));
+        for (int c = 0; c < chunks; ++c) seen.insert(l.data(c, src));
+      }
+      EXPECT_EQ(seen.size(), l.slots()) << ranks << " ranks, " << chunks << " chunks";
+      EXPECT_LT(*seen.rbegin(), l.slots());
+      EXPECT_THROW(l.data(chunks, 0), parallax::InvalidArgument);
+      EXPECT_THROW(l.ready(ranks), parallax::InvalidArgument);
+    }
+}
+
+TEST(SignalPad, EpochsSkipZeroAndCompareCyclically) {
+  using parallax::tp::epoch_reached;
+  using parallax::tp::next_epoch;
+  EXPECT_EQ(next_epoch(0), 1u);
+  EXPECT_EQ(next_epoch(41), 42u);
+  EXPECT_EQ(next_epoch(0xFFFFFFFFu), 1u);  // 0 means "never written" and is never a live epoch
+  EXPECT_TRUE(epoch_reached(5, 5));
+  EXPECT_TRUE(epoch_reached(6, 5));       // a peer already one call ahead
+  EXPECT_FALSE(epoch_reached(4, 5));      // the previous call's flag does not satisfy this call
+  EXPECT_FALSE(epoch_reached(0, 1));      // a fresh pad satisfies nothing
+  EXPECT_TRUE(epoch_reached(1, 0xFFFFFFFFu));   // across the wrap: 1 comes after 2^32 - 1
+  EXPECT_FALSE(epoch_reached(0xFFFFFFFFu, 1));
+}
+
+// The protocol of the copy-engine gather simulated on the host: P ranks, C chunks, several calls; flags
+// are written and checked exactly as the streams would (waits become asserts on the pad values), with the
+// ranks' steps interleaved in a fixed adversarial order (every rank finishes call E's pushes before anyone
+// unpacks). Checks no wait is satisfied by a stale epoch and every wait is satisfiable.
+TEST(SignalPad, HostSimulationOfTheProtocol) {
+  const int P = 3, C = 4;
+  parallax::tp::SignalPadLayout l{P, C};
+  std::vector<std::vector<std::uint32_t>> pad(P, std::vector<std::uint32_t>(l.slots(), 0));
+  std::vector<std::uint32_t> epoch(P, 0);
+  for (int call = 0; call < 5; ++call) {
+    for (int r = 0; r < P; ++r) {  // begin(): announce "my workspace is free for this epoch"
+      epoch[r] = parallax::tp::next_epoch(epoch[r]);
+      for (int q = 0; q < P; ++q)
+        if (q != r) pad[q][l.ready(r)] = epoch[r];
+    }
+    for (int r = 0; r < P; ++r)
+      for (int c = 0; c < C; ++c)
+        for (int q = 0; q < P; ++q) {
+          if (q == r) continue;
+          if (c == 0) ASSERT_TRUE(parallax::tp::epoch_reached(pad[r][l.ready(q)], epoch[r]));
+          pad[q][l.data(c, r)] = epoch[r];  // after the copy
+        }
+    for (int r = 0; r < P; ++r)
+      for (int c = 0; c < C; ++c)
+        for (int q = 0; q < P; ++q)
+          if (q != r) ASSERT_TRUE(parallax::tp::epoch_reached(pad[r][l.data(c, q)], epoch[r]));
+    // Before the next call's announcements, no data flag may already satisfy the NEXT epoch.
+    for (int r = 0; r < P; ++r)
+      for (int c = 0; c < C; ++c)
+        for (int q = 0; q < P; ++q)
+          if (q != r) ASSERT_FALSE(parallax::tp::epoch_reached(pad[r][l.data(c, q)], epoch[r] + 1));
+  }
 }
 
 TEST(TpCli, RejectsBadOptions) {

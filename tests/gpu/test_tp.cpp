@@ -118,10 +118,14 @@ parallax::DeviceBuffer<T> upload(const std::vector<T>& host) {
   return b;
 }
 
-// Column-parallel forward + backward on `ranks` GPUs against float64.
-void check_column(int ranks, const Case& c) {
-  const std::uint64_t seed = test_seed() ^ (c.t * 1000003 + c.k * 1009 + c.n + ranks * 7 + c.chunks * 131);
-  const std::string ctx = describe(c, ranks, seed);
+// Column-parallel forward + backward (with db) on `ranks` GPUs against float64. `calls` > 1 repeats the
+// forward with fresh inputs each time (exercises the copy-engine epochs / workspace reuse).
+void check_column(int ranks, const Case& c,
+                  parallax::tp::Transport transport = parallax::tp::Transport::kAuto, int calls = 1) {
+  const std::uint64_t seed = test_seed() ^ (c.t * 1000003 + c.k * 1009 + c.n + ranks * 7 + c.chunks * 131 +
+                                            static_cast<int>(transport) * 17 + calls);
+  const std::string ctx = describe(c, ranks, seed) + " transport " +
+                          std::string(parallax::tp::transport_name(transport));
   std::mt19937_64 rng(seed);
   const auto x = random_matrix(c.t * c.k, rng), w = random_matrix(c.k * c.n, rng), dy = random_matrix(c.t * c.n, rng);
   std::vector<float> bias(c.n);
@@ -134,12 +138,16 @@ void check_column(int ranks, const Case& c) {
                              [&](auto p, auto j) { return w.d[j * c.n + p]; });
   const auto dw_ref = matmul(c.k, c.n, c.t, [&](auto i, auto p) { return x.d[p * c.k + i]; },
                              [&](auto p, auto j) { return dy.d[p * c.n + j]; });
+  std::vector<double> db_ref(c.n, 0.0);
+  for (std::int64_t i = 0; i < c.t; ++i)
+    for (std::int64_t j = 0; j < c.n; ++j) db_ref[j] += dy.d[i * c.n + j];
 
   auto comms = Communicator::create_local(ranks);
   parallax::tp::Options opt;
   opt.chunks = c.chunks;
   opt.overlap = c.overlap;
   opt.gemm = "cublas";
+  opt.transport = transport;
   std::mutex mutex;
   parallax::run_local_ranks(comms, [&](Communicator& comm) {
     parallax::tp::ColumnParallelLinear layer(comm, c.k, c.n, opt);
@@ -151,19 +159,37 @@ void check_column(int ranks, const Case& c) {
     auto d_x = upload(x.h), d_w = upload(w_shard), d_dy = upload(dy.h);
     auto d_b = upload(b_shard);
     parallax::DeviceBuffer<bf16> d_y(c.t * c.n), d_dx(c.t * c.k);
-    parallax::DeviceBuffer<float> d_dw(std::max<std::int64_t>(1, c.k * s.size));
+    parallax::DeviceBuffer<float> d_dw(std::max<std::int64_t>(1, c.k * s.size)), d_db(std::max<std::int64_t>(1, s.size));
+    parallax::Stream stream;
+    // Earlier calls on the negated input (their Y is -XW + b) into a different Y: a stale workspace chunk or
+    // a flag satisfied by an old epoch would leak their values into the checked call.
+    if (calls > 1) {
+      std::vector<bf16> neg(x.h.size());
+      for (std::size_t i = 0; i < neg.size(); ++i) neg[i] = __float2bfloat16(-__bfloat162float(x.h[i]));
+      auto d_neg = upload(neg);
+      parallax::DeviceBuffer<bf16> d_y0(c.t * c.n);
+      for (int call = 0; call + 1 < calls; ++call) {
+        d_y0.fill_bytes(0xFF);
+        layer.forward(d_neg.data(), c.t, d_w.data(), s.size ? d_b.data() : nullptr, d_y0.data(), stream);
+      }
+      comm.wait(stream, "column forward warm-up calls");
+    }
     d_y.fill_bytes(0xFF);
     d_dx.fill_bytes(0xFF);
     d_dw.fill_bytes(0xFF);
-    parallax::Stream stream;
+    d_db.fill_bytes(0xFF);
     layer.forward(d_x.data(), c.t, d_w.data(), s.size ? d_b.data() : nullptr, d_y.data(), stream);
-    layer.backward(d_x.data(), d_dy.data(), c.t, d_w.data(), d_dx.data(), d_dw.data(), stream);
+    layer.backward(d_x.data(), d_dy.data(), c.t, d_w.data(), d_dx.data(), d_dw.data(), stream, d_db.data());
     comm.wait(stream, "column forward/backward");
     const auto y = d_y.download(), dx = d_dx.download();
-    const auto dw = d_dw.download();
+    const auto dw = d_dw.download(), db = d_db.download();
     std::lock_guard lock(mutex);
-    const std::string rctx = ctx + " rank " + std::to_string(comm.rank());
+    const std::string rctx = ctx + " rank " + std::to_string(comm.rank()) + " used " +
+                             std::string(parallax::tp::transport_name(layer.transport_in_use()));
+    if (ranks > 1 && transport != parallax::tp::Transport::kAuto)
+      EXPECT_EQ(layer.transport_in_use(), transport) << rctx;
     expect_close("Y", y, c.n, y_ref, c.n, c.t, c.n, 0, rctx);
+    if (s.size > 0) expect_close("db shard", db, s.size, db_ref, c.n, 1, s.size, s.offset, rctx);
     expect_close("dX", dx, c.k, dx_ref, c.k, c.t, c.k, 0, rctx);
     if (s.size > 0) expect_close("dW shard", dw, s.size, dw_ref, c.n, c.k, s.size, s.offset, rctx);
   });
@@ -202,19 +228,24 @@ void check_row(int ranks, const Case& c) {
     auto d_x = upload(x_shard), d_w = upload(w_shard), d_dy = upload(dy.h);
     auto d_b = upload(bias);
     parallax::DeviceBuffer<bf16> d_y(c.t * c.n), d_dx(std::max<std::int64_t>(1, c.t * s.size));
-    parallax::DeviceBuffer<float> d_dw(std::max<std::int64_t>(1, s.size * c.n));
+    parallax::DeviceBuffer<float> d_dw(std::max<std::int64_t>(1, s.size * c.n)), d_db(c.n);
     d_y.fill_bytes(0xFF);
     d_dx.fill_bytes(0xFF);
     d_dw.fill_bytes(0xFF);
+    d_db.fill_bytes(0xFF);
     parallax::Stream stream;
     layer.forward(d_x.data(), c.t, d_w.data(), d_b.data(), d_y.data(), stream);
-    layer.backward(d_x.data(), d_dy.data(), c.t, d_w.data(), d_dx.data(), d_dw.data(), stream);
+    layer.backward(d_x.data(), d_dy.data(), c.t, d_w.data(), d_dx.data(), d_dw.data(), stream, d_db.data());
     comm.wait(stream, "row forward/backward");
     const auto y = d_y.download(), dx = d_dx.download();
-    const auto dw = d_dw.download();
+    const auto dw = d_dw.download(), db = d_db.download();
+    std::vector<double> db_ref(c.n, 0.0);
+    for (std::int64_t i = 0; i < c.t; ++i)
+      for (std::int64_t j = 0; j < c.n; ++j) db_ref[j] += dy.d[i * c.n + j];
     std::lock_guard lock(mutex);
     const std::string rctx = ctx + " rank " + std::to_string(comm.rank());
     expect_close("Y", y, c.n, y_ref, c.n, c.t, c.n, 0, rctx);
+    expect_close("db (full, every rank)", db, c.n, db_ref, c.n, 1, c.n, 0, rctx);
     if (s.size > 0) {
       expect_close("dX shard", dx, s.size, dx_ref, c.k, c.t, s.size, s.offset, rctx);
       std::vector<double> dw_rows(dw_ref.begin() + s.offset * c.n, dw_ref.begin() + (s.offset + s.size) * c.n);
@@ -271,6 +302,55 @@ TEST_F(Tp2Gpu, ColumnDivisibleAndUnevenOverlappedAndSequential) {
     other.overlap = !c.overlap;
     check_column(2, other);
   }
+}
+
+// Both transports of the column forward explicitly (auto is what the test above ran), overlapped and
+// sequential, with repeated calls so the copy-engine epochs and workspace reuse are exercised; t grows
+// between cases, which regrows the workspace.
+TEST_F(Tp2Gpu, ColumnBothTransportsRepeatedCalls) {
+  using parallax::tp::Transport;
+  for (Transport tr : {Transport::kNccl, Transport::kCopyEngine})
+    for (const Case& c : kCases) {
+      check_column(2, c, tr, 3);
+      Case other = c;
+      other.overlap = !c.overlap;
+      check_column(2, other, tr, 1);
+    }
+}
+
+TEST_F(Tp2Gpu, CopyEngineGatherSurvivesGrowingTokens) {
+  // One layer, t growing across calls: the workspace is reallocated and re-exchanged mid-life.
+  using parallax::tp::Transport;
+  auto comms = Communicator::create_local(2);
+  const std::int64_t k = 40, n = 75;  // uneven n
+  std::mutex mutex;
+  parallax::run_local_ranks(comms, [&](Communicator& comm) {
+    parallax::tp::Options opt;
+    opt.transport = Transport::kCopyEngine;
+    opt.gemm = "cublas";
+    opt.chunks = 3;
+    parallax::tp::ColumnParallelLinear layer(comm, k, n, opt);
+    const auto s = layer.shard();
+    parallax::Stream stream;
+    for (std::int64_t t : {5, 300, 301, 17, 1000}) {
+      std::mt19937_64 rng(test_seed() + t);
+      const auto x = random_matrix(t * k, rng), w = random_matrix(k * n, rng);  // same on both ranks
+      std::vector<bf16> w_shard(k * s.size);
+      for (std::int64_t p = 0; p < k; ++p)
+        for (std::int64_t j = 0; j < s.size; ++j) w_shard[p * s.size + j] = w.h[p * n + s.offset + j];
+      auto d_x = upload(x.h), d_w = upload(w_shard);
+      parallax::DeviceBuffer<bf16> d_y(t * n);
+      d_y.fill_bytes(0xFF);
+      layer.forward(d_x.data(), t, d_w.data(), nullptr, d_y.data(), stream);
+      comm.wait(stream, "forward");
+      const auto y = d_y.download();
+      const auto y_ref = matmul(t, n, k, [&](auto i, auto p) { return x.d[i * k + p]; },
+                                [&](auto p, auto j) { return w.d[p * n + j]; });
+      std::lock_guard lock(mutex);
+      EXPECT_EQ(layer.transport_in_use(), Transport::kCopyEngine);
+      expect_close("Y", y, n, y_ref, n, t, n, 0, "growing t=" + std::to_string(t) + " rank " + std::to_string(comm.rank()));
+    }
+  });
 }
 
 TEST_F(Tp2Gpu, RowDivisibleAndUnevenOverlappedAndSequential) {

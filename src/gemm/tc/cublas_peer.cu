@@ -67,6 +67,8 @@ void gemm_cublas(const GemmArgs& p, cudaStream_t stream) {
   // entry point that uses the shared handle sets the math mode it needs before its call.
   PX_CUBLAS_CHECK(cublasSetMathMode(
       handle, static_cast<cublasMath_t>(CUBLAS_DEFAULT_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)));
+  // The shared handle keeps its SM target between calls: set it every time (0 restores "all SMs").
+  PX_CUBLAS_CHECK(cublasSetSmCountTarget(handle, p.max_sms));
   const cudaDataType_t in = detail::cuda_type(p.a_type);
   const int lda = static_cast<int>(p.lda), ldb = static_cast<int>(p.ldb);  // validate(): <= INT32_MAX
 

@@ -32,6 +32,7 @@ void launch_wgmma_instance(const GemmArgs& p, cudaStream_t stream) {
     PX_CUDA_CHECK(cudaGetDevice(&device));
     PX_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
     blocks = std::min(blocks, sms);
+    if (p.max_sms > 0) blocks = std::min(blocks, p.max_sms);  // leave SMs to a concurrent kernel (NCCL)
   }
   auto kernel = gemm_wgmma_kernel<Cfg, In, Out, kAMnMajor, kBMnMajor>;
   PX_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes));
