@@ -72,7 +72,10 @@ bool is_tc_kernel_name(std::string_view text) {
 std::string tc_kernel_list() {
   std::string s;
   for (auto name : gemm_kernel_names()) s += std::string(s.empty() ? "" : ", ") + std::string(name);
-  return s;
+  std::string experimental;
+  for (auto name : gemm_experimental_kernel_names())
+    experimental += std::string(experimental.empty() ? "" : ", ") + std::string(name);
+  return s + (experimental.empty() ? "" : "; experimental (--levels / --kernel by name): " + experimental);
 }
 
 // Why `text` is not a --kernel name ("" if it is one): an FP32 ladder level, a tensor-core kernel or cublas.

@@ -31,6 +31,12 @@
 //   "cublas"  the peer / reference: cublasGemmEx, CUBLAS_COMPUTE_32F (+ a separate epilogue kernel when
 //             bias / activation / mixed output type need it)
 //   "auto"              the best parallax kernel for this device and shape (see gemm_dispatch.cpp)
+//
+// Experimental kernels (gemm_experimental_kernel_names(); accepted by name everywhere a kernel name is, never
+// chosen by "auto" and not listed by gemm_kernel_names() until a benchmark shows they pay, issue 4):
+//   "wgmma-cluster"             level 14: level 12 in thread-block clusters of 2 CTAs along M, each B tile
+//                               loaded once per pair with TMA multicast (sm_90a)
+//   "wgmma-persistent-cluster"  level 14 with level 13's persistent grouped schedule (sm_90a)
 #pragma once
 
 #include <cuda_runtime.h>
@@ -92,17 +98,23 @@ enum class GemmKernel : int {
   kWgmma = 11,
   kWgmmaWs = 12,
   kWgmmaPersistent = 13,
+  kWgmmaCluster = 14,            // experimental
+  kWgmmaPersistentCluster = 15,  // experimental
   kCublas = 100
 };
 // "auto", "wmma", "mma", "wgmma", "wgmma-ws", "wgmma-persistent", "cublas" (in that order).
 std::vector<std::string_view> gemm_kernel_names();
+// The experimental kernels: "wgmma-cluster", "wgmma-persistent-cluster". Parsed, named, described and run
+// like the others; kept out of gemm_kernel_names() (the C ABI's list, tables that run "everything").
+std::vector<std::string_view> gemm_experimental_kernel_names();
 std::string_view gemm_kernel_name(GemmKernel kernel);
 // One line on what the kernel adds over the level before it (for tables).
 std::string_view gemm_kernel_description(GemmKernel kernel);
 // Oldest GPU generation (compute capability major) the kernel runs on: 8 for wmma / mma, 9 for the wgmma
 // levels, 0 for auto / cublas.
 int gemm_kernel_min_cc_major(GemmKernel kernel);
-// Accepts the names above (and the level numbers "9".."13"); throws InvalidArgument("kernel", ... valid: ...).
+// Accepts the names above, the experimental names, and the level numbers "9".."13"; throws
+// InvalidArgument("kernel", ... valid: ...; experimental: ...).
 GemmKernel parse_gemm_kernel(std::string_view text);
 
 // Runs `kernel` on `stream` (asynchronous). Parses the name and validates the arguments before anything

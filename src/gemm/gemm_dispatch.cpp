@@ -19,8 +19,9 @@ struct KernelEntry {
   std::string_view name;
   int min_cc_major;
   std::string_view description;
+  bool experimental = false;  // parsed and run, but not in gemm_kernel_names() and never chosen by auto
 };
-constexpr std::array<KernelEntry, 7> kKernels{{
+constexpr std::array<KernelEntry, 9> kKernels{{
     {GemmKernel::kAuto, "auto", 0, "the best parallax kernel for this GPU and shape"},
     {GemmKernel::kWmma, "wmma", 8, "tensor cores through nvcuda::wmma fragments"},
     {GemmKernel::kMma, "mma", 8, "mma.sync + ldmatrix, cp.async pipeline, swizzled smem"},
@@ -28,13 +29,18 @@ constexpr std::array<KernelEntry, 7> kKernels{{
     {GemmKernel::kWgmmaWs, "wgmma-ws", 9, "warp-specialized producer/consumers, setmaxnreg"},
     {GemmKernel::kWgmmaPersistent, "wgmma-persistent", 9, "persistent grid, L2-friendly tile order"},
     {GemmKernel::kCublas, "cublas", 0, "cublasGemmEx, fp32 accumulation"},
+    {GemmKernel::kWgmmaCluster, "wgmma-cluster", 9, "2-CTA clusters along M, B multicast by TMA", true},
+    {GemmKernel::kWgmmaPersistentCluster, "wgmma-persistent-cluster", 9,
+     "persistent 2-CTA clusters, B multicast by TMA", true},
 }};
 
-std::string valid_kernel_list() {
+std::string kernel_list(bool experimental) {
   std::string s;
-  for (const auto& e : kKernels) s += std::string(s.empty() ? "" : ", ") + std::string(e.name);
+  for (const auto& e : kKernels)
+    if (e.experimental == experimental) s += std::string(s.empty() ? "" : ", ") + std::string(e.name);
   return s;
 }
+std::string valid_kernel_list() { return kernel_list(false) + "; experimental: " + kernel_list(true); }
 
 bool valid_dtype(DType t) { return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16; }
 bool valid_op(Op op) { return op == Op::kN || op == Op::kT; }
@@ -227,6 +233,9 @@ void require_sm90(std::string_view kernel_name) {
                 std::to_string(major) + "x (use 'mma' or 'auto')");
 }
 
+// k from which "auto" prefers level 12 over level 13 on big outputs (see choose_gemm_kernel).
+constexpr int kLongReductionK = 16384;
+
 GemmKernel choose_gemm_kernel(const GemmArgs& p) {
   const int major = current_cc_major();
   if (major < 8) return GemmKernel::kCublas;  // the parallax kernels are built for sm_80 and sm_90a
@@ -238,15 +247,29 @@ GemmKernel choose_gemm_kernel(const GemmArgs& p) {
   PX_CUDA_CHECK(cudaGetDevice(&device));
   PX_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   const long long tiles_256 = static_cast<long long>((p.m + 127) / 128) * ((p.n + 255) / 256);
-  if (2 * tiles_256 >= sms) return GemmKernel::kWgmmaPersistent;
-  return GemmKernel::kWgmma;  // repacks or falls back to level 10 itself when TMA cannot describe the operands
+  if (2 * tiles_256 < sms) return GemmKernel::kWgmma;  // repacks or falls back to level 10 itself if needed
+  // Long reductions with many tiles: level 12 (non-persistent) beat level 13 there on an H100 (8192 x 8192 x
+  // 28672: 762 vs 692 TFLOP/s, bench/results/nvidia-h100-80gb-hbm3/2026-11-22-e38ecdd), while level 13 won
+  // or tied every shape with k <= 8192. A tile's main loop is ~0.3 ms at k = 28672, so the persistent
+  // level's hidden prologue/epilogue buys nothing there; the hardware block scheduler hands the next tile
+  // to whichever SM frees first, keeping the tiles in flight a compact window of the grouped order.
+  if (p.k >= kLongReductionK && tiles_256 >= 4LL * sms) return GemmKernel::kWgmmaWs;
+  return GemmKernel::kWgmmaPersistent;
 }
 
 }  // namespace detail
 
 std::vector<std::string_view> gemm_kernel_names() {
   std::vector<std::string_view> names;
-  for (const auto& e : kKernels) names.push_back(e.name);
+  for (const auto& e : kKernels)
+    if (!e.experimental) names.push_back(e.name);
+  return names;
+}
+
+std::vector<std::string_view> gemm_experimental_kernel_names() {
+  std::vector<std::string_view> names;
+  for (const auto& e : kKernels)
+    if (e.experimental) names.push_back(e.name);
   return names;
 }
 
@@ -273,7 +296,7 @@ GemmKernel parse_gemm_kernel(std::string_view text) {
   for (const auto& e : kKernels)
     if (text == e.name) return e.kernel;
   for (const auto& e : kKernels)
-    if (e.kernel != GemmKernel::kAuto && e.kernel != GemmKernel::kCublas &&
+    if (e.kernel != GemmKernel::kAuto && e.kernel != GemmKernel::kCublas && !e.experimental &&
         text == std::to_string(static_cast<int>(e.kernel)))
       return e.kernel;
   throw InvalidArgument("kernel", "unknown GEMM kernel '" + std::string(text) + "'; valid: " + valid_kernel_list() +
@@ -290,12 +313,18 @@ void gemm(const GemmArgs& args, cudaStream_t stream, GemmKernel kernel) {
     case GemmKernel::kMma: return detail::launch_gemm_mma(args, stream);
     case GemmKernel::kWgmma:
     case GemmKernel::kWgmmaWs:
-    case GemmKernel::kWgmmaPersistent: {
+    case GemmKernel::kWgmmaPersistent:
+    case GemmKernel::kWgmmaCluster:
+    case GemmKernel::kWgmmaPersistentCluster: {
       detail::require_sm90(gemm_kernel_name(kernel));
       const auto launch = [kernel](const GemmArgs& p, cudaStream_t s) {
-        if (kernel == GemmKernel::kWgmma) return detail::launch_gemm_wgmma(p, s);
-        if (kernel == GemmKernel::kWgmmaWs) return detail::launch_gemm_wgmma_ws(p, s);
-        return detail::launch_gemm_wgmma_persistent(p, s);
+        switch (kernel) {
+          case GemmKernel::kWgmma: return detail::launch_gemm_wgmma(p, s);
+          case GemmKernel::kWgmmaWs: return detail::launch_gemm_wgmma_ws(p, s);
+          case GemmKernel::kWgmmaCluster: return detail::launch_gemm_wgmma_cluster(p, s);
+          case GemmKernel::kWgmmaPersistentCluster: return detail::launch_gemm_wgmma_persistent_cluster(p, s);
+          default: return detail::launch_gemm_wgmma_persistent(p, s);
+        }
       };
       if (detail::tma_compatible(args)) return launch(args, stream);
       // TMA cannot describe an operand (odd leading dimension or base): a big product repacks it into an

@@ -91,6 +91,59 @@ __device__ __forceinline__ void named_barrier_sync(std::uint32_t id, std::uint32
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 
+// ---- thread-block clusters (CTAs of one cluster run at the same time on one GPC and can reach each
+// other's shared memory: "distributed shared memory") ----
+
+// This CTA's rank in its cluster (0 .. cluster size - 1).
+__device__ __forceinline__ std::uint32_t cluster_ctarank() {
+#if PX_SM90_PTX
+  std::uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+  return r;
+#else
+  __trap();
+  return 0;
+#endif
+}
+
+// Makes this thread's mbarrier.init visible to the other CTAs of the cluster (their remote arrivals and
+// multicast complete_tx). Must be followed by a cluster-wide barrier before anyone else touches the barriers.
+__device__ __forceinline__ void fence_mbarrier_init_cluster() {
+#if PX_SM90_PTX
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+#else
+  __trap();
+#endif
+}
+
+// Every thread of every CTA in the cluster arrives (release) and waits (acquire). The non-.aligned forms:
+// callers may reach it from divergent code (the producer warp's elected thread rejoins late).
+__device__ __forceinline__ void cluster_sync() {
+#if PX_SM90_PTX
+  asm volatile("barrier.cluster.arrive.release;\n barrier.cluster.wait.acquire;\n" ::: "memory");
+#else
+  __trap();
+#endif
+}
+
+// One arrival on the barrier at the same shared-memory offset as `bar`, but in the CTA of cluster rank
+// `cta` (which may be this CTA): mapa translates the address into the cluster's shared window.
+// Default semantics (release at CTA scope), as CUTLASS's ClusterBarrier does: the only accesses it must order
+// are this warp's wgmma reads of the stage, which wgmma.wait_group already completed. Spelling it
+// `.release.cluster` made ptxas put a MEMBAR.ALL.GPU before every arrival in the main loop.
+__device__ __forceinline__ void mbarrier_arrive_cluster(std::uint64_t* bar, std::uint32_t cta) {
+#if PX_SM90_PTX
+  asm volatile(
+      "{\n .reg .b32 remote;\n mapa.shared::cluster.u32 remote, %0, %1;\n"
+      " mbarrier.arrive.shared::cluster.b64 _, [remote];\n}\n" ::"r"(smem_addr(bar)),
+      "r"(cta)
+      : "memory");
+#else
+  (void)bar, (void)cta;
+  __trap();
+#endif
+}
+
 // Register reallocation across warpgroups (all warps of the warpgroup execute it). REGS: multiple of 8 in
 // [24, 256].
 template <int REGS>

@@ -53,4 +53,23 @@ __device__ __forceinline__ void tma_load_4d(void* dst, const void* tensor_map, s
 #endif
 }
 
+// The multicast form (thread-block clusters): one copy from global memory lands at the SAME shared-memory
+// offset `dst` in every CTA of the cluster whose bit is set in `cta_mask` (bit i = %cluster_ctarank i), and
+// counts its bytes on the mbarrier at offset `bar` in each of those CTAs. Every destination CTA's barrier must
+// therefore expect these bytes too, and none of them may still be reading the old contents of `dst`: the
+// issuing CTA waits for "empty" arrivals from every destination (see wgmma_common.cuh). sm_90a only.
+__device__ __forceinline__ void tma_load_2d_multicast(void* dst, const void* tensor_map, std::uint64_t* bar, int inner,
+                                                      int outer, std::uint16_t cta_mask) {
+#if PX_SM90_PTX
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [%0], "
+      "[%1, {%3, %4}], [%2], %5;\n" ::"r"(smem_addr(dst)),
+      "l"(reinterpret_cast<std::uint64_t>(tensor_map)), "r"(smem_addr(bar)), "r"(inner), "r"(outer), "h"(cta_mask)
+      : "memory");
+#else
+  (void)dst, (void)tensor_map, (void)bar, (void)inner, (void)outer, (void)cta_mask;
+  __trap();
+#endif
+}
+
 }  // namespace parallax::ptx

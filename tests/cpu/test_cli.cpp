@@ -282,6 +282,13 @@ TEST(CliGemmTc, LevelsAreTensorCoreKernelsInGivenOrder) {
   EXPECT_TRUE(contains(parse_error<GemmParse>({"--ladder", "--dtype", "bf16", "--levels", "sgemm8"}),
                        "unknown tensor-core kernel 'sgemm8'"));
   EXPECT_TRUE(contains(parse_error<GemmParse>({"--ladder", "--dtype", "bf16", "--levels", "cublas"}), "peer"));
+  // Experimental kernels are reachable by name (one benchmark run compares them with the levels).
+  GemmParse x({"--ladder", "--dtype", "bf16", "--levels", "wgmma-persistent,wgmma-cluster,wgmma-persistent-cluster"});
+  EXPECT_EQ(x.options->tc_kernels, (std::vector<parallax::GemmKernel>{parallax::GemmKernel::kWgmmaPersistent,
+                                                                      parallax::GemmKernel::kWgmmaCluster,
+                                                                      parallax::GemmKernel::kWgmmaPersistentCluster}));
+  EXPECT_TRUE(contains(parse_error<GemmParse>({"--ladder", "--dtype", "bf16", "--levels", "wgmma-clusters"}),
+                       "experimental (--levels / --kernel by name): wgmma-cluster, wgmma-persistent-cluster"));
 }
 
 TEST(CliGemmTc, LeadingDimensionRulesFollowTheStoredShape) {

@@ -5,6 +5,7 @@
 
 #include "common/expect_invalid.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <set>
@@ -252,6 +253,25 @@ TEST(GemmNames, EnumNames) {
   expect_invalid([] { (void)parallax::epilogue_name(static_cast<Epilogue>(5)); }, "epilogue", "must be none");
 }
 
+// Experimental kernels: parsed and named like the rest, but kept out of gemm_kernel_names() (the C ABI list,
+// default ladders) and out of the level-number shorthand.
+TEST(GemmKernels, ExperimentalNames) {
+  const auto experimental = parallax::gemm_experimental_kernel_names();
+  const std::vector<std::string_view> expected{"wgmma-cluster", "wgmma-persistent-cluster"};
+  EXPECT_EQ(experimental, expected);
+  const auto names = parallax::gemm_kernel_names();
+  for (auto name : experimental) {
+    EXPECT_EQ(std::find(names.begin(), names.end(), name), names.end()) << name;
+    EXPECT_EQ(parallax::gemm_kernel_name(parallax::parse_gemm_kernel(name)), name);
+    EXPECT_EQ(parallax::gemm_kernel_min_cc_major(parallax::parse_gemm_kernel(name)), 9);
+    EXPECT_FALSE(parallax::gemm_kernel_description(parallax::parse_gemm_kernel(name)).empty());
+  }
+  EXPECT_EQ(parallax::parse_gemm_kernel("wgmma-cluster"), GemmKernel::kWgmmaCluster);
+  EXPECT_EQ(parallax::parse_gemm_kernel("wgmma-persistent-cluster"), GemmKernel::kWgmmaPersistentCluster);
+  expect_invalid([] { (void)parallax::parse_gemm_kernel("14"); }, "kernel", "unknown GEMM kernel '14'");
+  expect_invalid([] { (void)parallax::parse_gemm_kernel("15"); }, "kernel", "unknown GEMM kernel '15'");
+}
+
 TEST(GemmKernels, NamesAndParsing) {
   const auto names = parallax::gemm_kernel_names();
   const std::vector<std::string_view> expected{"auto", "wmma", "mma", "wgmma", "wgmma-ws", "wgmma-persistent",
@@ -266,7 +286,8 @@ TEST(GemmKernels, NamesAndParsing) {
   EXPECT_EQ(parallax::parse_gemm_kernel("auto"), GemmKernel::kAuto);
   EXPECT_EQ(parallax::parse_gemm_kernel("cublas"), GemmKernel::kCublas);
   expect_invalid([] { (void)parallax::parse_gemm_kernel("mma.sync"); }, "kernel",
-                 "unknown GEMM kernel 'mma.sync'; valid: auto, wmma, mma, wgmma, wgmma-ws, wgmma-persistent, cublas");
+                 "unknown GEMM kernel 'mma.sync'; valid: auto, wmma, mma, wgmma, wgmma-ws, wgmma-persistent, cublas; "
+                 "experimental: wgmma-cluster, wgmma-persistent-cluster");
   expect_invalid([] { (void)parallax::parse_gemm_kernel("100"); }, "kernel", "a level number 9..13");
   expect_invalid([] { (void)parallax::parse_gemm_kernel("8"); }, "kernel", "unknown GEMM kernel '8'");
   expect_invalid([] { (void)parallax::parse_gemm_kernel(""); }, "kernel", "unknown GEMM kernel ''");
@@ -281,7 +302,9 @@ TEST(GemmEntryPoints, RejectBeforeTouchingTheDevice) {
   ArgsFixture f;
   GemmArgs p = f.valid();
   p.ldc = 2;
-  for (auto name : parallax::gemm_kernel_names()) {
+  std::vector<std::string_view> all = parallax::gemm_kernel_names();
+  for (auto name : parallax::gemm_experimental_kernel_names()) all.push_back(name);
+  for (auto name : all) {
     expect_invalid([&] { parallax::gemm(p, nullptr, name); }, "ldc", "must be >= n");
     expect_invalid([&] { parallax::gemm(p, nullptr, parallax::parse_gemm_kernel(name)); }, "ldc", "must be >= n");
   }

@@ -349,8 +349,10 @@ void run_and_check(const std::string& kernel, const Case& c, const Inputs& in) {
 }
 
 const std::vector<std::string> kKernels{"wmma", "mma", "cublas"};
-// The sm_90a levels, run on TMA-describable operands (Case::ld_mult8) by the *Wgmma* tests below.
-const std::vector<std::string> kTmaKernels{"wgmma", "wgmma-ws", "wgmma-persistent"};
+// The sm_90a levels, run on TMA-describable operands (Case::ld_mult8) by the *Wgmma* tests below, including
+// the experimental ones (level 14: 2-CTA clusters with B multicast, non-persistent and persistent).
+const std::vector<std::string> kTmaKernels{"wgmma", "wgmma-ws", "wgmma-persistent", "wgmma-cluster",
+                                           "wgmma-persistent-cluster"};
 constexpr Op kOps[2] = {Op::kN, Op::kT};
 constexpr DType kInputs[2] = {DType::kBF16, DType::kF16};
 constexpr DType kOutputs[3] = {DType::kF32, DType::kBF16, DType::kF16};
@@ -618,6 +620,33 @@ TEST_F(GemmTcWgmma, PersistentMoreTilesThanSms) {
       const Inputs in = make_inputs(c);
       for (const auto& kernel : kTmaKernels) run_and_check(kernel, c, in);
     }
+}
+
+// Level 14 (clusters of two CTAs stacked along M, each multicasting half of the B tile to both):
+//  * an odd number of 128-row tile rows, so the last pair's second CTA lies wholly below m: it must still
+//    load and multicast its half of B (its peer waits for those bytes) and store nothing;
+//  * more tile pairs than clusters that fit at once (3900 x 2300: 16 x 9 = 144 pairs > ~66 resident pairs on
+//    an H100), so the persistent variant walks several pairs per cluster and the stage phases (and the
+//    cross-CTA empty-barrier counts) carry over between pairs;
+//  * k spanning many more k-tiles than stages (1000 / 64 -> 16), and k = 1;
+//  * N edges that cut a multicast share in half (n = 2300 = 8 x 256 + 252: the last tile's second 128-column
+//    share is partly outside; n = 100: the second share is wholly outside, zero-filled).
+TEST_F(GemmTcWgmma, ClusterPairsOddTileRowsAndWalks) {
+  struct ClusterShape {
+    int m, n, k;
+  };
+  const std::vector<ClusterShape> shapes{{1100, 2300, 72}, {3900, 2300, 72}, {385, 100, 1000}, {129, 257, 1}};
+  for (const ClusterShape& s : shapes)
+    for (Op op_a : kOps)
+      for (Op op_b : kOps) {
+        Case c{s.m, s.n, s.k, op_a, op_b, DType::kBF16, DType::kF32};
+        c.ld_mult8 = true;
+        c.beta = 1.5f;
+        c.bias = s.m % 2 == 1;
+        c.epilogue = s.m == 385 ? Epilogue::kSilu : Epilogue::kNone;
+        const Inputs in = make_inputs(c);
+        for (const char* kernel : {"wgmma-cluster", "wgmma-persistent-cluster"}) run_and_check(kernel, c, in);
+      }
 }
 
 // 4095-sized problems with leading dimensions padded to 4096 (TMA-describable, edge tiles in m, n and k),

@@ -17,6 +17,9 @@ void launch_gemm_mma(const GemmArgs& args, cudaStream_t stream);   // level 10, 
 void launch_gemm_wgmma(const GemmArgs& args, cudaStream_t stream);             // level 11
 void launch_gemm_wgmma_ws(const GemmArgs& args, cudaStream_t stream);          // level 12
 void launch_gemm_wgmma_persistent(const GemmArgs& args, cudaStream_t stream);  // level 13
+// Level 14 (experimental): clusters of two CTAs along M, B multicast; non-persistent and persistent.
+void launch_gemm_wgmma_cluster(const GemmArgs& args, cudaStream_t stream);
+void launch_gemm_wgmma_persistent_cluster(const GemmArgs& args, cudaStream_t stream);
 
 // True when TMA can load both operands: base pointers 16-byte aligned and leading dimensions whose byte
 // stride is a multiple of 16 (the rules of cuTensorMapEncodeTiled for the non-innermost global stride).

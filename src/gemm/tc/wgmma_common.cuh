@@ -12,11 +12,22 @@
 //             grouped ("supertile") order, so the producer already streams the next tile while the
 //             consumers run the epilogue of the current one, and blocks running at the same time share
 //             A row panels and B column panels in L2.
+//   experimental (gemm_experimental_kernel_names(), see gemm_14_wgmma_cluster.cu):
+//             + kClusterM = 2: thread-block clusters of two CTAs stacked along M (tiles tm = 2u, 2u + 1 of the
+//             same column tn). Both need the same 256 x 64 B slice per k-tile: each CTA loads HALF of it and
+//             multicasts that half into both CTAs' shared memory (tma_load_2d_multicast), so every B byte
+//             leaves L2 once per pair instead of twice (L2 -> SM traffic per k-tile: 48 KB -> 32 KB per CTA).
+//             The price is cross-CTA flow control: a stage may only be refilled when the consumers of BOTH
+//             CTAs released it (empty[s] counts arrivals from both, made with remote mbarrier arrivals), and
+//             neither CTA may exit or start before the other (cluster_sync after the barrier init and at the
+//             end). The work unit becomes a pair of tiles; the grouped order walks pairs.
 //
 // Pipeline (per stage s of kStages; phase bits flip each time the ring wraps):
 //   full[s]   1 arrival (the producer's arrive_expect_tx) + the stage's bytes from TMA
-//   empty[s]  one arrival per consumer warp, after its wgmma reading stage s has completed
-//   producer: wait empty[s] (parity ^ 1) -> arrive_expect_tx(full[s], bytes) -> TMA A, TMA B
+//   empty[s]  one arrival per consumer warp (of every CTA of the cluster), after its wgmma reading stage s
+//             has completed
+//   producer: wait empty[s] (parity ^ 1) -> arrive_expect_tx(full[s], bytes) -> TMA A, TMA B (its share of
+//             B multicast to the cluster; the full[s] of each CTA expects the whole stage, whoever sends it)
 //   consumer: wait full[s] -> 4 x wgmma k16 -> commit -> wait_group<1> (the previous stage's products are
 //             done) -> release the previous stage. One group stays in flight so the tensor cores never
 //             idle between k-tiles.
@@ -49,12 +60,15 @@
 
 namespace parallax::detail {
 
-template <int BM_, int BN_, int kStages_, bool kWarpSpecialized_, bool kPersistent_>
+template <int BM_, int BN_, int kStages_, bool kWarpSpecialized_, bool kPersistent_, int kClusterM_ = 1>
 struct WgmmaConfig {
   static constexpr int BM = BM_, BN = BN_, BK = 64;
   static constexpr int kStages = kStages_;
   static constexpr bool kWarpSpecialized = kWarpSpecialized_;
   static constexpr bool kPersistent = kPersistent_;
+  // CTAs per cluster along M; each loads BN / kClusterM rows (K-major) or boxes (MN-major) of B and multicasts.
+  static constexpr int kClusterM = kClusterM_;
+  static constexpr int kBShareN = BN / kClusterM;
   static constexpr int kConsumers = BM / 64;  // one m64 row slab per consumer warpgroup
   static constexpr int kThreads = 128 * (kConsumers + (kWarpSpecialized ? 1 : 0));
   static constexpr int kABytes = BM * BK * 2;
@@ -68,8 +82,10 @@ struct WgmmaConfig {
   // Dynamic shared memory: stages, epilogue scratch, then the barriers, plus 1024 bytes to align the base by
   // hand (the 128B swizzle needs 1024-byte aligned atoms; dynamic shared memory only guarantees 16).
   static constexpr int kSmemBytes = kStages * kStageBytes + kConsumers * kScratchBytes + 2 * kStages * 8 + 1024;
-  // L2 grouping of the tile order: kGroupM tile rows are walked column by column.
+  // L2 grouping of the tile order: kGroupM tile rows are walked column by column (in units of cluster
+  // tile-pairs when clustered, so the rows in flight stay the same).
   static constexpr int kGroupM = 8;
+  static constexpr int kGroupUnits = kGroupM / kClusterM;
 
   static_assert(BM % 64 == 0 && BM >= 64 && BM <= 256, "BM: whole m64 slabs, at most 256 (TMA box limit)");
   static_assert(BN == 128 || BN == 256, "BN: the wgmma wrappers exist for N = 128 and 256");
@@ -79,6 +95,9 @@ struct WgmmaConfig {
   static_assert((64 * kChunkN / 4) % 128 == 0, "epilogue: a chunk splits into 4-column pieces over 128 threads");
   static_assert(kSmemBytes <= 227 * 1024, "more dynamic shared memory than an H100 SM has");
   static_assert(!kPersistent || kWarpSpecialized, "the persistent level builds on the warp-specialized one");
+  static_assert(kClusterM == 1 || kClusterM == 2, "clusters of 1 or 2 CTAs along M");
+  static_assert(kClusterM == 1 || kWarpSpecialized, "clusters build on the warp-specialized pipeline");
+  static_assert(kBShareN % 64 == 0, "each CTA's share of B: whole 64-wide boxes / swizzle atoms");
 };
 
 // The mapping tile index -> (tile_m, tile_n) in grouped order: consecutive indices fill a column of kGroupM
@@ -126,10 +145,12 @@ struct WgmmaSmem {
   __device__ __forceinline__ std::uint64_t* empty(int s) const { return full(Cfg::kStages) + s; }
 };
 
-// Issues the TMA copies of k-tile `kt` of block tile (m0, n0) into stage s. Called by one thread.
+// Issues the TMA copies of k-tile `kt` of block tile (m0, n0) into stage s. Called by one thread. Clustered
+// (kClusterM = 2), the CTA of rank `rank` loads only B columns [n0 + rank * kBShareN, + kBShareN) and
+// multicasts them to both CTAs; A (different rows per CTA) stays a plain copy.
 template <class Cfg, bool kAMnMajor, bool kBMnMajor>
 __device__ __forceinline__ void load_stage(const WgmmaSmem<Cfg>& sm, int s, const CUtensorMap* map_a,
-                                           const CUtensorMap* map_b, int m0, int n0, int kt) {
+                                           const CUtensorMap* map_b, int m0, int n0, int kt, int rank = 0) {
   const int k0 = kt * Cfg::BK;
   ptx::mbarrier_arrive_expect_tx(sm.full(s), Cfg::kStageBytes);
   if constexpr (kAMnMajor) {
@@ -138,11 +159,39 @@ __device__ __forceinline__ void load_stage(const WgmmaSmem<Cfg>& sm, int s, cons
   } else {
     ptx::tma_load_2d(sm.a(s), map_a, sm.full(s), k0, m0);
   }
-  if constexpr (kBMnMajor) {
+  if constexpr (Cfg::kClusterM == 1) {
+    if constexpr (kBMnMajor) {
 #pragma unroll
-    for (int c = 0; c < Cfg::BN / 64; ++c) ptx::tma_load_2d(sm.b(s) + c * 8192, map_b, sm.full(s), n0 + 64 * c, k0);
+      for (int c = 0; c < Cfg::BN / 64; ++c) ptx::tma_load_2d(sm.b(s) + c * 8192, map_b, sm.full(s), n0 + 64 * c, k0);
+    } else {
+      ptx::tma_load_2d(sm.b(s), map_b, sm.full(s), k0, n0);
+    }
   } else {
-    ptx::tma_load_2d(sm.b(s), map_b, sm.full(s), k0, n0);
+    constexpr std::uint16_t kAll = (1u << Cfg::kClusterM) - 1u;
+    if constexpr (kBMnMajor) {
+      // 64 x 64 boxes at c * 8192 bytes: this CTA's boxes are c = rank * (kBShareN / 64) + i.
+#pragma unroll
+      for (int i = 0; i < Cfg::kBShareN / 64; ++i) {
+        const int c = rank * (Cfg::kBShareN / 64) + i;
+        ptx::tma_load_2d_multicast(sm.b(s) + c * 8192, map_b, sm.full(s), n0 + 64 * c, k0, kAll);
+      }
+    } else {
+      // One box of kBShareN rows x 128 bytes; row r of the tile sits at r * 128 bytes.
+      ptx::tma_load_2d_multicast(sm.b(s) + rank * Cfg::kBShareN * 128, map_b, sm.full(s), k0,
+                                 n0 + rank * Cfg::kBShareN, kAll);
+    }
+  }
+}
+
+// A consumer warp's release of stage s: one arrival on empty[s] of every CTA that writes into this CTA's
+// stage s (this one, and with clusters the peer that multicasts its share of B here).
+template <class Cfg>
+__device__ __forceinline__ void release_stage(const WgmmaSmem<Cfg>& sm, int s) {
+  if constexpr (Cfg::kClusterM == 1) {
+    ptx::mbarrier_arrive(sm.empty(s));
+  } else {
+#pragma unroll
+    for (int cta = 0; cta < Cfg::kClusterM; ++cta) ptx::mbarrier_arrive_cluster(sm.empty(s), cta);
   }
 }
 
@@ -265,23 +314,32 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   const WgmmaSmem<Cfg> sm{smem_raw + ((1024 - raw % 1024) % 1024)};
 
   const int tid = static_cast<int>(threadIdx.x);
-  const TileSchedule sched{(m + Cfg::BM - 1) / Cfg::BM, (n + Cfg::BN - 1) / Cfg::BN};
+  // Work units: single tiles, or with clusters pairs of vertically adjacent tiles (unit row u covers tile
+  // rows kClusterM u ... kClusterM u + kClusterM - 1; a trailing half-empty pair still runs both CTAs, the
+  // out-of-range one loading zeros and storing nothing, because its peer needs its share of B).
+  const int tiles_m = (m + Cfg::BM - 1) / Cfg::BM;
+  const TileSchedule sched{(tiles_m + Cfg::kClusterM - 1) / Cfg::kClusterM, (n + Cfg::BN - 1) / Cfg::BN};
   const int k_tiles = (k + Cfg::BK - 1) / Cfg::BK;
   constexpr int kConsumerWarps = 4 * Cfg::kConsumers;
+  const int rank = Cfg::kClusterM > 1 ? static_cast<int>(ptx::cluster_ctarank()) : 0;
 
   if (tid == 0) {
     ptx::tma_prefetch_descriptor(&map_a);
     ptx::tma_prefetch_descriptor(&map_b);
     for (int s = 0; s < Cfg::kStages; ++s) {
       ptx::mbarrier_init(sm.full(s), 1);
-      ptx::mbarrier_init(sm.empty(s), kConsumerWarps);
+      ptx::mbarrier_init(sm.empty(s), kConsumerWarps * Cfg::kClusterM);
     }
     ptx::fence_proxy_async_shared();
+    if constexpr (Cfg::kClusterM > 1) ptx::fence_mbarrier_init_cluster();
   }
-  __syncthreads();
+  // With clusters, the peer's multicast and remote arrivals may only start once OUR barriers exist.
+  if constexpr (Cfg::kClusterM > 1) ptx::cluster_sync();
+  else __syncthreads();
 
-  const int first_tile = static_cast<int>(blockIdx.x);
-  const int tile_step = Cfg::kPersistent ? static_cast<int>(gridDim.x) : sched.count();
+  // The cluster's CTAs are consecutive blockIdx.x (1-D grid, cluster dims (kClusterM, 1, 1)).
+  const int first_tile = static_cast<int>(blockIdx.x) / Cfg::kClusterM;
+  const int tile_step = Cfg::kPersistent ? static_cast<int>(gridDim.x) / Cfg::kClusterM : sched.count();
   const int wg = tid / 128;
 
   if constexpr (Cfg::kWarpSpecialized) {
@@ -292,13 +350,19 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         PipelineState ps;
         for (int tile = first_tile; tile < sched.count(); tile += tile_step) {
           int tm, tn;
-          sched.coords<Cfg::kGroupM>(tile, tm, tn);
+          sched.coords<Cfg::kGroupUnits>(tile, tm, tn);
+          tm = tm * Cfg::kClusterM + rank;
           for (int kt = 0; kt < k_tiles; ++kt) {
             ptx::mbarrier_wait(sm.empty(ps.stage), ps.phase ^ 1u);
-            load_stage<Cfg, kAMnMajor, kBMnMajor>(sm, ps.stage, &map_a, &map_b, tm * Cfg::BM, tn * Cfg::BN, kt);
+            load_stage<Cfg, kAMnMajor, kBMnMajor>(sm, ps.stage, &map_a, &map_b, tm * Cfg::BM, tn * Cfg::BN, kt,
+                                                  rank);
             ps.advance<Cfg::kStages>();
           }
         }
+      }
+      if constexpr (Cfg::kClusterM > 1) {
+        __syncwarp();
+        ptx::cluster_sync();  // see the end of the consumer path
       }
       return;
     }
@@ -307,7 +371,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     // ---- level 11: thread 0 fills the first stages; the consumer loop below refills them ----
     if (tid == 0) {
       int tm, tn;
-      sched.coords<Cfg::kGroupM>(first_tile, tm, tn);
+      sched.coords<Cfg::kGroupUnits>(first_tile, tm, tn);
       for (int kt = 0; kt < min(k_tiles, Cfg::kStages); ++kt)
         load_stage<Cfg, kAMnMajor, kBMnMajor>(sm, kt, &map_a, &map_b, tm * Cfg::BM, tn * Cfg::BN, kt);
     }
@@ -321,7 +385,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   float acc[Cfg::BN / 2];
   for (int tile = first_tile; tile < sched.count(); tile += tile_step) {
     int tm, tn;
-    sched.coords<Cfg::kGroupM>(tile, tm, tn);
+    sched.coords<Cfg::kGroupUnits>(tile, tm, tn);
+    tm = tm * Cfg::kClusterM + rank;
     int prev_stage = -1;
     for (int kt = 0; kt < k_tiles; ++kt) {
       ptx::mbarrier_wait(sm.full(ps.stage), ps.phase);
@@ -334,7 +399,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       for (int i = 0; i < Cfg::BN / 2; ++i) ptx::register_fence(acc[i]);
       ptx::wgmma_wait_group<1>();  // the previous k-tile's products (and their smem reads) are done
       if (prev_stage >= 0) {
-        if (release_lane) ptx::mbarrier_arrive(sm.empty(prev_stage));
+        if (release_lane) release_stage<Cfg>(sm, prev_stage);
         if constexpr (!Cfg::kWarpSpecialized) {
           // Level 11: thread 0 refills the released stage with k-tile kt - 1 + kStages once every warp is done.
           const int next = kt - 1 + Cfg::kStages;
@@ -351,9 +416,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     ptx::wgmma_wait_group<0>();
 #pragma unroll
     for (int i = 0; i < Cfg::BN / 2; ++i) ptx::register_fence(acc[i]);
-    if (release_lane) ptx::mbarrier_arrive(sm.empty(prev_stage));
+    if (release_lane) release_stage<Cfg>(sm, prev_stage);
     store_tile<Cfg, Out>(acc, sm.scratch(wg), wg, t, tm * Cfg::BM, tn * Cfg::BN, m, n, c, ldc, vec_ok, ep);
   }
+  // Clusters: no CTA may exit while its peer can still multicast into its shared memory or arrive on its
+  // barriers; after this barrier both have consumed (and so received) every stage and made every arrival.
+  if constexpr (Cfg::kClusterM > 1) ptx::cluster_sync();
 #else
   (void)m, (void)n, (void)k, (void)c, (void)ldc, (void)vec_ok, (void)ep;
   __trap();  // never launched: the host requires sm_90 (require_sm90)

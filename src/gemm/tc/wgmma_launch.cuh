@@ -1,6 +1,9 @@
 // Host-side launch of the shared Hopper kernel (wgmma_common.cuh) for one WgmmaConfig: builds the two TMA
 // maps for the operands' stored layouts, picks the instantiation for (input type, output type, op_a, op_b),
-// sizes the grid (one block per tile, or one per SM for the persistent level). Included by the level files.
+// sizes the grid (one block per tile, or one per SM for the persistent level; with clusters, one pair of
+// blocks per tile pair, or as many pairs as can be resident at once) and launches it, through
+// cudaLaunchKernelEx with a cluster-dimension attribute when the config asks for clusters. Included by the
+// level files.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -22,26 +25,58 @@ void launch_wgmma_instance(const GemmArgs& p, cudaStream_t stream) {
   // are 64 x 64 (the swizzle width along the contiguous dimension), several per tile.
   const CUtensorMap map_a = kAMnMajor ? make_tma_map_2d(p.a, p.a_type, p.k, p.m, p.lda, Cfg::BK, 64)
                                       : make_tma_map_2d(p.a, p.a_type, p.m, p.k, p.lda, Cfg::BM, Cfg::BK);
+  // K-major B: one box per CTA covers its share of the tile's rows (all BN rows without clusters).
   const CUtensorMap map_b = kBMnMajor ? make_tma_map_2d(p.b, p.b_type, p.k, p.n, p.ldb, Cfg::BK, 64)
-                                      : make_tma_map_2d(p.b, p.b_type, p.n, p.k, p.ldb, Cfg::BN, Cfg::BK);
-  const long long tiles = static_cast<long long>((p.m + Cfg::BM - 1) / Cfg::BM) * ((p.n + Cfg::BN - 1) / Cfg::BN);
-  if (tiles > INT32_MAX) throw Error("gemm wgmma: too many tiles (" + std::to_string(tiles) + ")");
-  int blocks = static_cast<int>(tiles);
-  if constexpr (Cfg::kPersistent) {
-    int device = 0, sms = 0;
-    PX_CUDA_CHECK(cudaGetDevice(&device));
-    PX_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    blocks = std::min(blocks, sms);
-    if (p.max_sms > 0) blocks = std::min(blocks, p.max_sms);  // leave SMs to a concurrent kernel (NCCL)
-  }
+                                      : make_tma_map_2d(p.b, p.b_type, p.n, p.k, p.ldb, Cfg::kBShareN, Cfg::BK);
+  // Work units (kernel: TileSchedule): tiles, or vertical pairs of tiles with clusters of two.
+  const long long unit_rows = ((p.m + Cfg::BM - 1) / Cfg::BM + Cfg::kClusterM - 1) / Cfg::kClusterM;
+  const long long units = unit_rows * ((p.n + Cfg::BN - 1) / Cfg::BN);
+  if (units * Cfg::kClusterM > INT32_MAX) throw Error("gemm wgmma: too many tiles (" + std::to_string(units) + ")");
   auto kernel = gemm_wgmma_kernel<Cfg, In, Out, kAMnMajor, kBMnMajor>;
   PX_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes));
   // 4-column pieces of the epilogue go out as one 8/16-byte access when every row start allows it.
   const bool vec_ok = p.ldc % 4 == 0 && reinterpret_cast<std::uintptr_t>(p.c) % (4 * sizeof(Out)) == 0;
   const EpilogueParams ep{p.alpha, p.beta, p.bias, p.epilogue};
-  kernel<<<blocks, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(map_a, map_b, p.m, p.n, p.k, static_cast<Out*>(p.c),
-                                                              p.ldc, vec_ok, ep);
-  PX_CUDA_CHECK_LAUNCH();
+  Out* const c = static_cast<Out*>(p.c);
+
+  if constexpr (Cfg::kClusterM == 1) {
+    int blocks = static_cast<int>(units);
+    if constexpr (Cfg::kPersistent) {
+      int device = 0, sms = 0;
+      PX_CUDA_CHECK(cudaGetDevice(&device));
+      PX_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+      blocks = std::min(blocks, sms);
+      if (p.max_sms > 0) blocks = std::min(blocks, p.max_sms);  // leave SMs to a concurrent kernel (NCCL)
+    }
+    kernel<<<blocks, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(map_a, map_b, p.m, p.n, p.k, c, p.ldc, vec_ok, ep);
+    PX_CUDA_CHECK_LAUNCH();
+  } else {
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = Cfg::kClusterM;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    cudaLaunchConfig_t config{};
+    config.gridDim = dim3(static_cast<unsigned>(units * Cfg::kClusterM));
+    config.blockDim = dim3(Cfg::kThreads);
+    config.dynamicSmemBytes = Cfg::kSmemBytes;
+    config.stream = stream;
+    config.attrs = attr;
+    config.numAttrs = 1;
+    if constexpr (Cfg::kPersistent) {
+      // Persistent with clusters: as many pairs as fit at once (an SM count alone would overcount: a pair
+      // needs two free SMs of one GPC, and GPCs with an odd number of usable SMs leave one idle).
+      int clusters = 0;
+      PX_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, kernel, &config));
+      if (clusters < 1) throw Error("gemm wgmma: no cluster of " + std::to_string(Cfg::kClusterM) +
+                                    " blocks with " + std::to_string(Cfg::kSmemBytes) +
+                                    " bytes of shared memory fits on this GPU");
+      if (p.max_sms > 0) clusters = std::min(clusters, std::max(1, p.max_sms / Cfg::kClusterM));
+      config.gridDim = dim3(static_cast<unsigned>(std::min<long long>(units, clusters) * Cfg::kClusterM));
+    }
+    PX_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, map_a, map_b, p.m, p.n, p.k, c, p.ldc, vec_ok, ep));
+    PX_CUDA_CHECK_LAUNCH();
+  }
 }
 
 template <class Cfg, typename In, typename Out>
