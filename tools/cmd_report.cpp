@@ -208,6 +208,10 @@ std::string unsupported_reason(const ReportSection& section) {
     std::string command = "parallax";
     for (const auto& a : section.args) command += " " + a;
     return fmt::format("this build does not support `{}` ({})", command, e.what());
+  } catch (const std::exception& e) {  // a subcommand's own option check; still "cannot run here"
+    std::string command = "parallax";
+    for (const auto& a : section.args) command += " " + a;
+    return fmt::format("this build rejects `{}` ({})", command, e.what());
   }
   return "";
 }
