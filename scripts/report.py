@@ -168,6 +168,88 @@ def section_note(doc, section):
     return (doc.get("context") or {}).get(f"report.section.{section}")
 
 
+def section_notes(doc, prefix):
+    """(section, status) of every section named `prefix` or `prefix_...` (the TP study runs one per GPU count)."""
+    out = []
+    for k, v in (doc.get("context") or {}).items():
+        if k.startswith("report.section."):
+            name = k[len("report.section."):]
+            if name == prefix or name.startswith(prefix + "_"):
+                out.append((name, str(v)))
+    return out
+
+
+# --- the producers' formats ----------------------------------------------------------------------------------
+# The report reads what the subcommands really write (docs/results-schema.md) and a few equivalent spellings, so
+# a producer that grows a field does not break it: shape first, then extra, then what the record name says.
+
+
+def field(r, *keys):
+    """The first of `keys` present in the record's shape, then in its extra (None if none)."""
+    for where in (r.get("shape") or {}, r.get("extra") or {}):
+        for k in keys:
+            if k in where:
+                return where[k]
+    return None
+
+
+def is_backward(r):
+    """Attention backward: suite attention_backward, a 'direction'/'pass' of backward, or a '-bwd' name."""
+    if r["suite"] == "attention_backward":
+        return True
+    d = field(r, "direction", "pass")
+    if isinstance(d, str):
+        return d.lower() in ("backward", "bwd")
+    return r["name"].endswith(("-bwd", "_bwd", "-backward", "_backward"))
+
+
+def report_suite(r):
+    """The report section a record belongs to (attention records split by direction)."""
+    if r["suite"] in ("attention", "attention_backward"):
+        return "attention_backward" if is_backward(r) else "attention"
+    return r["suite"]
+
+
+def seqlen(r, which="q"):
+    v = field(r, f"seqlen_{which}", "seqlen")
+    return v if isinstance(v, (int, float)) else 0
+
+
+def comm_bw(r, kind):
+    """algbw / busbw in GB/s: `parallax comm` writes extra algbw_gbs / busbw_gbs."""
+    v = field(r, f"{kind}_gbs", kind)
+    return v if isinstance(v, (int, float)) else None
+
+
+def comm_op(r):
+    return str(field(r, "op") or r["name"])
+
+
+def _on(v):
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, str):
+        return v.lower() in ("on", "true", "yes", "1")
+    return None
+
+
+def tp_info(r):
+    """(layer, pass, overlap, scaling, transport) of a TP record: shape/extra keys, else its name
+    ('column-forward-overlap-on', as `parallax tp` writes it)."""
+    name = r["name"].replace("_", "-")
+    parts = name.split("-")
+    layer = field(r, "layer") or (parts[0] if parts and parts[0] in ("column", "row", "mlp") else None)
+    pas = field(r, "pass", "direction")
+    if pas is None:
+        pas = "backward" if "-backward" in name else "forward" if "-forward" in name else None
+    overlap = _on(field(r, "overlap"))
+    if overlap is None and "-overlap-" in name:
+        overlap = _on(name.split("-overlap-", 1)[1].split("-")[0])
+    scaling = field(r, "scaling")
+    transport = field(r, "transport")
+    return layer, pas, overlap, scaling, transport
+
+
 def roofs(doc):
     """(fp32 GFLOP/s, bf16 GFLOP/s, copy GB/s) measured in the run, or None without ceilings."""
     c = doc.get("ceilings")
@@ -198,7 +280,7 @@ class Report:
         self.md = []
         by_suite = OrderedDict()
         for r in doc["records"]:
-            by_suite.setdefault(r["suite"], []).append(r)
+            by_suite.setdefault(report_suite(r), []).append(r)
         self.by_suite = by_suite
 
     # --- plotting plumbing -------------------------------------------------------------------------
@@ -295,7 +377,7 @@ class Report:
         # fraction of the attainable roof reached.
         groups = OrderedDict()
         for x in points:
-            groups.setdefault((x["suite"], x["dtype"]), []).append(x)
+            groups.setdefault((report_suite(x), x["dtype"]), []).append(x)
         rows = []
         for (suite, dtype), xs in groups.items():
             peak = compute_roof_for(dtype, r)
@@ -339,8 +421,19 @@ class Report:
         self.save(fig, "roofline.png", "roofline")
 
     def missing(self, suite):
-        note = section_note(self.doc, suite)
-        self.md.append("Not measured in this run" + (f" ({note})." if note else "."))
+        notes = section_notes(self.doc, suite)
+        if len(notes) == 1:
+            self.md.append(f"Not measured in this run ({notes[0][1]}).")
+        elif notes:
+            self.md.append("Not measured in this run:\n\n" + "\n".join(f"- {n}: {v}" for n, v in notes))
+        else:
+            self.md.append("Not measured in this run.")
+
+    def sections_not_ok(self, suite):
+        """Sections of this suite that did not run fully (e.g. one TP layer this build lacks), after its table."""
+        bad = [(n, v) for n, v in section_notes(self.doc, suite) if not v.startswith("ok")]
+        if bad:
+            self.md.append("\nNot all of this section ran:\n\n" + "\n".join(f"- {n}: {v}" for n, v in bad))
 
     # --- FP32 ladder ---------------------------------------------------------------------------------
 
@@ -452,9 +545,10 @@ class Report:
         rows = []
         for r in records:
             s = r["shape"]
+            heads = s.get("heads", "-")
             rows.append([
-                r["name"], r["dtype"], str(s.get("batch", "-")), str(s.get("seqlen_q", "-")),
-                str(s.get("seqlen_k", "-")), f"{s.get('heads', '-')}/{s.get('heads_kv', s.get('heads', '-'))}",
+                r["name"], r["dtype"], str(s.get("batch", "-")), str(seqlen(r, "q") or "-"),
+                str(seqlen(r, "k") or "-"), f"{heads}/{s.get('heads_kv', heads)}",
                 str(s.get("head_dim", "-")), str(s.get("causal", "-")),
                 "-" if r["status"] == "failed" else num(r["gflops"] / 1e3, 1),
                 "-" if r["status"] == "failed" else num(r["median_ms"], 3), status_cell(r),
@@ -465,63 +559,109 @@ class Report:
         torch = (self.doc.get("context") or {}).get("report.torch")
         if torch is not None:
             self.md.append(f"\ntorch: {torch}.")
-        if not any(r["name"].startswith("torch") for r in records):
+        peers = sorted({r["name"] for r in ok if r["name"].startswith("torch")})
+        if not peers:
             self.md.append("\nNo torch SDPA peer in this run (torch not importable or not requested): "
                            "parallax implementations are compared with each other only.")
         # Per implementation at the longest sequence: which is fastest, and its share of the BF16 roof.
         if ok:
-            longest = max(r["shape"].get("seqlen_q", 0) for r in ok)
-            at = [r for r in ok if r["shape"].get("seqlen_q", 0) == longest]
+            longest = max(seqlen(r) for r in ok)
+            at = [r for r in ok if seqlen(r) == longest]
             best = max(at, key=lambda r: r["gflops"])
             line = f"\nAt S = {longest} the fastest is {best['name']} with {num(best['gflops'] / 1e3, 1)} TFLOP/s"
             r = roofs(self.doc)
             if r is not None:
                 line += f" ({pct(100 * best['gflops'] / r[1])} of the measured BF16 GEMM roof)"
             self.md.append(line + ".")
+        if peers and ok:
+            self.attention_vs_peers(ok, peers)
         if self.plotting() and ok:
             # One line per (implementation, head_dim, causal): TFLOP/s against the sequence length.
             lines = OrderedDict()
             for r in ok:
                 s = r["shape"]
                 key = (r["name"], s.get("head_dim"), s.get("causal"))
-                lines.setdefault(key, []).append((s.get("seqlen_q", 0), r["gflops"] / 1e3))
+                lines.setdefault(key, {})[seqlen(r)] = max(r["gflops"] / 1e3, lines.get(key, {}).get(seqlen(r), 0))
             fig, ax = self.figure()
             for (name, d, causal), pts in lines.items():
-                pts.sort()
+                xs = sorted(pts)
                 label = name + (f", d={d}" if d is not None else "") + (", causal" if causal is True else "")
-                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", markersize=3, label=label)
+                style = "--" if name.startswith("torch") else "-"
+                ax.plot(xs, [pts[x] for x in xs], style, marker="o", markersize=3, label=label)
             ax.set_xscale("log", base=2)
             ax.set_xlabel("sequence length S")
             ax.set_ylabel("TFLOP/s")
-            ax.set_title(KNOWN_SUITES[suite] + ": TFLOP/s vs S")
+            ax.set_title(KNOWN_SUITES[suite] + ": TFLOP/s vs S (dashed: torch SDPA)")
             ax.grid(True, alpha=0.3)
-            ax.legend(fontsize=7)
+            ax.legend(fontsize=6, ncol=2)
             self.save(fig, f"{suite}.png", f"{suite} TFLOP/s vs sequence length")
+
+    def attention_vs_peers(self, ok, peers):
+        """Best parallax implementation against each torch SDPA backend, configuration by configuration."""
+        configs = OrderedDict()
+        for r in ok:
+            s = r["shape"]
+            key = (s.get("batch"), s.get("heads"), seqlen(r), seqlen(r, "k"), s.get("head_dim"), s.get("causal"))
+            configs.setdefault(key, []).append(r)
+        rows, ratios = [], defaultdict(list)
+        for (b, h, sq, sk, d, causal), rs in configs.items():
+            ours = [r for r in rs if not r["name"].startswith("torch")]
+            if not ours:
+                continue
+            best = max(ours, key=lambda r: r["gflops"])
+            row = [f"B{b} H{h} S{sq}{'' if sk in (sq, 0) else f'/{sk}'} D{d}" + (" causal" if causal is True else ""),
+                   best["name"], num(best["gflops"] / 1e3, 1)]
+            for p in peers:
+                pr = next((r for r in rs if r["name"] == p), None)
+                if pr is None:
+                    row.append("-")
+                else:
+                    x = pr["median_ms"] / best["median_ms"]
+                    ratios[p].append((x, sq, d, causal))
+                    row.append(f"{x:.2f}x")
+            rows.append(row)
+        if not rows:
+            return
+        self.md.append("\nAgainst the torch SDPA backends (same run; peer time / parallax time, above 1 = parallax "
+                       "faster):\n")
+        self.md.append(md_table(["config", "best parallax", "TFLOP/s"] + [f"x {p}" for p in peers], rows))
+        summary = []
+        for p, xs in ratios.items():
+            wins = sum(1 for x in xs if x[0] >= 1.0)
+            worst, best = min(xs), max(xs)
+            summary.append(f"{p}: parallax is faster in {wins} of {len(xs)} configurations (from {worst[0]:.2f}x at "
+                           f"S {worst[1]} D{worst[2]}{' causal' if worst[3] is True else ''} to {best[0]:.2f}x at "
+                           f"S {best[1]} D{best[2]}{' causal' if best[3] is True else ''})")
+        self.md.append("\n" + "; ".join(summary) + ".")
 
     # --- collectives ---------------------------------------------------------------------------------
 
     def comm(self, records):
         rows = []
         for r in records:
-            s, e = r["shape"], r.get("extra") or {}
+            s = r["shape"]
             rows.append([
-                str(s.get("op", r["name"])), human_bytes(s.get("bytes")), str(s.get("ranks", "-")),
+                comm_op(r), human_bytes(s.get("bytes")), str(s.get("ranks", "-")),
                 "-" if r["status"] == "failed" else num(r["median_ms"] * 1e3, 1),
-                num(e.get("algbw"), 1), num(e.get("busbw"), 1), status_cell(r),
+                num(comm_bw(r, "algbw"), 1), num(comm_bw(r, "busbw"), 1), status_cell(r),
             ])
         self.md.append(md_table(["op", "bytes", "ranks", "median us", "algbw GB/s", "busbw GB/s", "check"], rows))
-        ok = [r for r in ok_records(records) if isinstance((r.get("extra") or {}).get("busbw"), (int, float))]
+        ok = [r for r in ok_records(records) if comm_bw(r, "busbw") is not None]
         if ok:
-            best = max(ok, key=lambda r: r["extra"]["busbw"])
-            self.md.append(f"\nPeak bus bandwidth: {num(best['extra']['busbw'], 0)} GB/s "
-                           f"({best['shape'].get('op')}, {human_bytes(best['shape'].get('bytes'))}, "
-                           f"{best['shape'].get('ranks')} ranks); small messages are latency-bound.")
+            best = max(ok, key=lambda r: comm_bw(r, "busbw"))
+            small = min(ok, key=lambda r: r["shape"].get("bytes", 0))
+            self.md.append(f"\nPeak bus bandwidth: {num(comm_bw(best, 'busbw'), 0)} GB/s "
+                           f"({comm_op(best)}, {human_bytes(best['shape'].get('bytes'))}, "
+                           f"{best['shape'].get('ranks')} ranks). The smallest message "
+                           f"({human_bytes(small['shape'].get('bytes'))}, {comm_op(small)}) reaches "
+                           f"{num(comm_bw(small, 'busbw'), 0)} GB/s in {num(small['median_ms'] * 1e3, 1)} us: "
+                           "small messages are latency-bound, large ones bandwidth-bound.")
         if self.plotting() and ok:
             fig, ax = self.figure()
             series = OrderedDict()
             for r in ok:
-                series.setdefault((r["shape"].get("op"), r["shape"].get("ranks")), []).append(
-                    (r["shape"].get("bytes", 0), r["extra"]["busbw"]))
+                series.setdefault((comm_op(r), r["shape"].get("ranks")), []).append(
+                    (r["shape"].get("bytes", 0), comm_bw(r, "busbw")))
             for (op, ranks), pts in series.items():
                 pts.sort()
                 ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", markersize=3, label=f"{op}, {ranks} GPUs")
@@ -535,41 +675,69 @@ class Report:
 
     # --- tensor parallelism --------------------------------------------------------------------------
 
+    @staticmethod
+    def tp_series_label(layer, pas, overlap, transport):
+        label = f"{layer} {pas or ''}".strip()
+        if overlap is not None:
+            label += ", overlap " + ("on" if overlap else "off")
+        if transport:
+            label += f", {transport}"
+        return label
+
     def tp(self, records):
         rows = []
         for r in records:
             s, e = r["shape"], r.get("extra") or {}
+            layer, pas, overlap, scaling, transport = tp_info(r)
+            eff = e.get("efficiency")
             rows.append([
-                str(s.get("scaling", "-")), str(s.get("layer", "-")), str(s.get("gpus", "-")),
-                f"{s.get('t', '-')}x{s.get('k', '-')}x{s.get('n', '-')}", str(s.get("overlap", "-")),
+                str(scaling or "-"), str(layer or "-"), str(pas or "-"), str(s.get("gpus", "-")),
+                f"{s.get('t', '-')}x{s.get('k', '-')}x{s.get('n', '-')}",
+                "-" if overlap is None else ("on" if overlap else "off"),
                 "-" if r["status"] == "failed" else num(r["median_ms"], 3),
                 num(e.get("gemm_ms"), 3), num(e.get("comm_ms"), 3), num(e.get("exposed_comm_ms"), 3),
-                num(e.get("speedup"), 2), pct(100 * e["efficiency"] if isinstance(e.get("efficiency"), (int, float))
-                                              else None), status_cell(r),
+                num(e.get("speedup"), 2), pct(100 * eff if isinstance(eff, (int, float)) else None), status_cell(r),
             ])
-        self.md.append(md_table(["scaling", "layer", "GPUs", "t x k x n", "overlap", "median ms", "GEMM ms",
+        self.md.append(md_table(["scaling", "layer", "pass", "GPUs", "t x k x n", "overlap", "median ms", "GEMM ms",
                                  "comm ms", "exposed comm ms", "speedup", "efficiency", "check"], rows))
-        ok = ok_records(records)
-        # Communication share = exposed communication / step time, by GPU count (the growth the issue asks for).
-        share = defaultdict(list)
-        for r in ok:
-            e = r.get("extra") or {}
-            if isinstance(e.get("exposed_comm_ms"), (int, float)) and r["median_ms"] > 0:
-                share[r["shape"].get("gpus")].append(100 * e["exposed_comm_ms"] / r["median_ms"])
-        if share:
-            parts = [f"{g} GPU{'s' if g != 1 else ''}: {sum(v) / len(v):.0f}%" for g, v in sorted(share.items())]
-            self.md.append("\nExposed communication as a share of the step time (mean over layers and modes): "
-                           + ", ".join(parts) + ".")
+        ok = [r for r in ok_records(records) if r["median_ms"] > 0]
+        # Communication share = exposed communication / step time, by GPU count (the growth the issue asks for),
+        # per scaling mode: strong scaling shrinks each GPU's GEMM while the gathered output stays the same size.
+        for mode in ("strong", "weak", None):
+            share = defaultdict(list)
+            for r in ok:
+                e = r.get("extra") or {}
+                if tp_info(r)[3] == mode and isinstance(e.get("exposed_comm_ms"), (int, float)):
+                    share[r["shape"].get("gpus")].append(100 * e["exposed_comm_ms"] / r["median_ms"])
+            if not share:
+                continue
+            parts = [f"{g} GPUs: {sum(v) / len(v):.0f}%" for g, v in sorted(share.items())]
+            what = f"{mode} scaling" if mode else "scaling mode not recorded"
+            line = (f"\nExposed communication as a share of the step time ({what}, mean over layers, passes and "
+                    "overlap settings): " + ", ".join(parts) + ".")
             g = sorted(share)
             if len(g) >= 2:
                 a, b = sum(share[g[0]]) / len(share[g[0]]), sum(share[g[-1]]) / len(share[g[-1]])
-                self.md.append(f" From {g[0]} to {g[-1]} GPUs it goes from {a:.0f}% to {b:.0f}%: "
-                               + ("communication grows into the bottleneck as each GPU's GEMM shrinks."
-                                  if b > a else "overlap keeps it in check."))
+                line += (f" From {g[0]} to {g[-1]} GPUs it goes from {a:.0f}% to {b:.0f}%: "
+                         + ("communication grows into the bottleneck as each GPU's share of the work shrinks."
+                            if b > a + 1 else "it stays in check." if abs(b - a) <= 1 else "it shrinks."))
+            self.md.append(line)
+        # Efficiency at the largest GPU count, per scaling mode: the headline of the study.
+        for mode in ("strong", "weak"):
+            rs = [r for r in ok if tp_info(r)[3] == mode and isinstance((r.get("extra") or {}).get("efficiency"),
+                                                                         (int, float))]
+            if rs:
+                top = max(r["shape"].get("gpus", 0) for r in rs)
+                at = [r for r in rs if r["shape"].get("gpus", 0) == top]
+                best = max(at, key=lambda r: r["extra"]["efficiency"])
+                worst = min(at, key=lambda r: r["extra"]["efficiency"])
+                self.md.append(f"\n{mode.capitalize()} scaling on {top} GPUs: efficiency from "
+                               f"{pct(100 * worst['extra']['efficiency'], 0)} ({self.tp_series_label(*tp_info(worst)[:3], tp_info(worst)[4])}) "
+                               f"to {pct(100 * best['extra']['efficiency'], 0)} ({self.tp_series_label(*tp_info(best)[:3], tp_info(best)[4])}).")
         if not self.plotting() or not ok:
             return
         for mode in ("strong", "weak"):
-            rs = [r for r in ok if r["shape"].get("scaling") == mode]
+            rs = [r for r in ok if tp_info(r)[3] == mode]
             if not rs:
                 self.plot_notes.append(f"no {mode}-scaling records: tp_{mode}.png not drawn")
                 continue
@@ -579,36 +747,38 @@ class Report:
                 e = r.get("extra") or {}
                 y = e.get("speedup") if mode == "strong" else e.get("efficiency")
                 if isinstance(y, (int, float)):
-                    series.setdefault((r["shape"].get("layer"), r["shape"].get("overlap")), []).append(
-                        (r["shape"].get("gpus", 1), y))
+                    layer, pas, overlap, _, transport = tp_info(r)
+                    series.setdefault(self.tp_series_label(layer, pas, overlap, transport), {})[
+                        r["shape"].get("gpus", 1)] = y
             top = 1
-            for (layer, overlap), pts in series.items():
-                pts.sort()
-                top = max(top, max(p[0] for p in pts))
-                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o",
-                        label=f"{layer}, overlap={overlap}")
+            for label, pts in series.items():
+                pts.setdefault(1, 1.0)  # one GPU is the reference of both curves
+                xs = sorted(pts)
+                top = max(top, xs[-1])
+                ax.plot(xs, [pts[x] for x in xs], marker="o", markersize=4, label=label)
             if mode == "strong":
                 ax.plot([1, top], [1, top], ":", color="black", label="ideal")
-                ax.set_ylabel("speedup over 1 GPU")
+                ax.set_ylabel("speedup over 1 GPU (same total work)")
             else:
                 ax.axhline(1.0, linestyle=":", color="black", label="ideal")
-                ax.set_ylabel("efficiency (1 GPU time / N GPU time, work per GPU fixed)")
+                ax.set_ylabel("efficiency (1-GPU time / N-GPU time, work per GPU fixed)")
             ax.set_xlabel("GPUs")
+            ax.set_xticks(sorted({x for pts in series.values() for x in pts}))
             ax.set_title(f"Tensor parallelism: {mode} scaling")
             ax.grid(True, alpha=0.3)
-            ax.legend(fontsize=7)
+            ax.legend(fontsize=6)
             self.save(fig, f"tp_{mode}.png", f"{mode} scaling")
-        # Compute / communication breakdown: GEMM, hidden comm and exposed comm per GPU count (strong scaling
-        # when present, else whatever was measured).
-        rs = [r for r in ok if r["shape"].get("scaling") == "strong"] or ok
+        # Compute / communication breakdown per GPU count: GEMM, exposed and hidden communication (strong scaling
+        # when present, overlap on when present, else whatever was measured).
+        rs = [r for r in ok if tp_info(r)[3] == "strong"] or ok
+        rs = [r for r in rs if tp_info(r)[2] is not False] or rs
         bars = OrderedDict()
-        for r in sorted(rs, key=lambda r: (str(r["shape"].get("layer")), str(r["shape"].get("overlap")),
-                                             r["shape"].get("gpus", 0))):
+        for r in sorted(rs, key=lambda r: (str(tp_info(r)[0]), str(tp_info(r)[1]), r["shape"].get("gpus", 0))):
             e = r.get("extra") or {}
             if not all(isinstance(e.get(k), (int, float)) for k in ("gemm_ms", "comm_ms", "exposed_comm_ms")):
                 continue
-            s = r["shape"]
-            bars[f"{s.get('layer')}\n{'ov' if s.get('overlap') is True else 'seq'} {s.get('gpus')}g"] = (
+            layer, pas, _, _, _ = tp_info(r)
+            bars[f"{layer}\n{(pas or '')[:3]} {r['shape'].get('gpus')}g"] = (
                 e["gemm_ms"], max(0.0, e["comm_ms"] - e["exposed_comm_ms"]), e["exposed_comm_ms"])
         if bars:
             fig, ax = self.figure()
@@ -620,7 +790,7 @@ class Report:
             ax.bar(names, exposed, bottom=g, label="exposed communication")
             ax.bar(names, hidden, bottom=[a + b for a, b in zip(g, exposed)], label="communication hidden by overlap",
                    alpha=0.4)
-            ax.set_ylabel("ms")
+            ax.set_ylabel("ms (rank 0)")
             ax.set_title("Compute / communication breakdown")
             ax.tick_params(axis="x", labelsize=6)
             ax.legend(fontsize=7)
@@ -673,6 +843,7 @@ class Report:
                 self.comm(records)
             elif suite == "tp":
                 self.tp(records)
+            self.sections_not_ok(suite)
         for suite, records in self.by_suite.items():
             if suite in KNOWN_SUITES:
                 continue

@@ -3,11 +3,13 @@
 and scripts/report.py on it).
 
 * device, roofs (ceilings) and the sgemm_ladder suite are the REAL committed H100 numbers from
-  bench/results/nvidia-h100-80gb-hbm3/2026-11-22-b8983165b4ea (info.json, ladder.json).
-* the suites gemm, attention, attention_backward, comm and tp had not been measured when this sample was
-  made: their records are SYNTHETIC (plausible shapes and magnitudes so every table and plot of the report is
-  exercised), every one carries notes "SYNTHETIC", and the document's context lists them under
-  "synthetic_suites". The sample is test data, not a claim about any kernel.
+  bench/results/nvidia-h100-80gb-hbm3/2026-11-22-b8983165b4ea (info.json, ladder.json); the gemm and attention
+  (forward) sections are REAL H100 development-probe runs committed under bench/results (tc.json, attn.json
+  with its torch peers), exactly as `parallax gemm` / `parallax attention` write them.
+* the sections attention_backward, comm and tp are SYNTHETIC (plausible magnitudes, in the format their
+  producers write: `parallax comm` extra busbw_gbs, `parallax tp` names like "column-forward-overlap-on" with
+  the scaling/layer shape keys the report orchestrator adds), every such record carries notes "SYNTHETIC", and
+  the document's context lists them under "synthetic_suites". The sample is test data, not a claim.
 
 Deterministic (no randomness), so re-running it reproduces the committed file byte for byte:
     python3 tests/data/make_sample_results.py > tests/data/sample_results.json
@@ -18,7 +20,9 @@ import pathlib
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 RUN = ROOT / "bench/results/nvidia-h100-80gb-hbm3/2026-11-22-b8983165b4ea"
-SYNTHETIC = ["gemm", "attention", "attention_backward", "comm", "tp"]
+GEMM_RUN = ROOT / "bench/results/nvidia-h100-80gb-hbm3/2026-11-22-e38ecdd/tc.json"
+ATTN_RUN = ROOT / "bench/results/nvidia-h100-80gb-hbm3/2026-11-22-a1b43d3/attn.json"
+SYNTHETIC = ["attention_backward", "comm", "tp"]
 
 
 def record(suite, name, dtype, shape, ms, flops, nbytes, extra=None, peer=None, status="ok", failure=None):
@@ -40,79 +44,82 @@ def record(suite, name, dtype, shape, ms, flops, nbytes, extra=None, peer=None, 
 
 
 def gemm_suite():
-    out = []
-    # TFLOP/s per kernel at each size (synthetic), cuBLAS last.
-    tflops = {"wmma": (180, 260, 300), "mma": (320, 450, 520), "wgmma": (420, 610, 680), "cublas": (480, 700, 760)}
-    for i, n in enumerate((1024, 4096, 8192)):
-        flops = 2.0 * n ** 3
-        nbytes = 2.0 * 3 * n * n
-        cublas_ms = flops / (tflops["cublas"][i] * 1e9)
-        for name, t in tflops.items():
-            ms = flops / (t[i] * 1e9)
-            shape = {"m": n, "n": n, "k": n, "op_a": "N", "op_b": "N"}
-            if name == "cublas":
-                out.append(record("gemm", name, "bf16", shape, ms, flops, nbytes, {"role": "peer"}))
-            else:
-                out.append(record("gemm", name, "bf16", shape, ms, flops, nbytes, peer=("cublas", cublas_ms)))
-    out.append(record("gemm", "wgmma_persistent", "bf16", {"m": 4095, "n": 4095, "k": 4095, "op_a": "N", "op_b": "T"},
+    out = json.loads(GEMM_RUN.read_text())["records"]
+    out.append(record("gemm", "wgmma-persistent", "bf16", {"m": 4095, "n": 4095, "k": 4095, "op_a": "N", "op_b": "T"},
                       0, 2.0 * 4095 ** 3, 2.0 * 3 * 4095 ** 2, status="failed",
-                      failure="not implemented (synthetic failed row: the report must list it)"))
+                      failure="SYNTHETIC failed row: the report must list it"))
     return out
 
 
-def attention_suite(suite, factor):
+def attention_forward():
+    out = json.loads(ATTN_RUN.read_text())["records"]
+    for r in out:
+        r["shape"]["direction"] = "forward"  # what the report orchestrator adds to the section's records
+    return out
+
+
+def attention_backward():
+    """Backward records as `parallax attention --backward` is specified to write them (2.5x forward FLOPs)."""
     out = []
-    impl_tflops = {"tiled": 60, "mma": 280, "torch-flash": 330, "torch-cudnn": 390}
-    for causal in (False, True):
-        for s in (512, 1024, 2048, 4096, 8192):
-            b, h, d = 4, 16, 128
-            flops = factor * 4.0 * b * h * s * s * d * (0.5 if causal else 1.0)
-            nbytes = 2.0 * 4 * b * h * s * d
-            for name, t in impl_tflops.items():
-                # Short sequences reach less of the peak (launch and tail effects), synthetic shape of the curve.
-                eff = t * (s / (s + 1024.0)) * (0.85 if causal else 1.0)
-                ms = flops / (eff * 1e9)
-                shape = {"batch": b, "seqlen_q": s, "seqlen_k": s, "heads": h, "heads_kv": h, "head_dim": d,
-                         "causal": causal}
-                out.append(record(suite, name, "bf16", shape, ms, flops, nbytes))
+    impl_tflops = {"mma": 240, "torch-flash": 190, "torch-cudnn": 260}
+    for d in (64, 128):
+        for causal in (False, True):
+            for s in (512, 1024, 2048, 4096, 8192):
+                b, h = 16384 // s, 2048 // d
+                flops = 2.5 * 4.0 * b * h * s * s * d * (0.5 if causal else 1.0)
+                nbytes = 2.0 * 8 * b * h * s * d
+                for name, t in impl_tflops.items():
+                    eff = t * (s / (s + 1024.0)) * (0.85 if causal else 1.0)
+                    ms = flops / (eff * 1e9)
+                    shape = {"batch": b, "seqlen": s, "heads": h, "head_dim": d, "causal": causal, "dtype": "bf16",
+                             "direction": "backward"}
+                    out.append(record("attention", name, "bf16", shape, ms, flops, nbytes))
     return out
 
 
 def comm_suite():
     out = []
-    for ranks in (2,):
-        for op, factor in (("all_reduce", 2.0 * (ranks - 1) / ranks), ("all_gather", (ranks - 1) / ranks)):
-            for e in range(10, 31, 4):
+    for ranks in (2, 4):
+        for op, factor in (("all-reduce", 2.0 * (ranks - 1) / ranks), ("all-gather", (ranks - 1) / ranks),
+                           ("reduce-scatter", (ranks - 1) / ranks)):
+            for e in range(20, 31, 2):
                 nbytes = 2 ** e
-                algbw = 380.0 * nbytes / (nbytes + 4.0e6)  # GB/s, saturating, synthetic
+                busbw = 340.0 * nbytes / (nbytes + 8.0e6)  # GB/s, saturating, synthetic
+                algbw = busbw / factor
                 ms = nbytes / (algbw * 1e6)
-                shape = {"op": op, "bytes": nbytes, "ranks": ranks}
-                out.append(record("comm", op, "bf16", shape, ms, 0.0, float(nbytes),
-                                  {"algbw": algbw, "busbw": algbw * factor}))
+                shape = {"bytes": nbytes, "ranks": ranks}
+                out.append(record("comm", op, "fp32", shape, ms, 0.0, float(nbytes),
+                                  {"algbw_gbs": algbw, "busbw_gbs": busbw, "busbw_factor": factor}))
     return out
 
 
 def tp_suite():
     out = []
     t, k, n = 8192, 8192, 28672
-    for layer in ("column", "row"):
-        for overlap in (False, True):
-            for scaling in ("strong", "weak"):
-                base_gemm = 2.0 * t * k * n / 700e12 * 1e3  # ms on one GPU at 700 TFLOP/s, synthetic
-                for gpus in (1, 2):
-                    gemm_ms = base_gemm / gpus if scaling == "strong" else base_gemm
-                    comm_ms = 0.0 if gpus == 1 else (2.0 * t * n * 2 / gpus) / 300e9 * 1e3
-                    exposed = comm_ms * (0.25 if overlap else 1.0)
-                    ms = gemm_ms + exposed
-                    one = base_gemm
-                    speedup = one / ms if scaling == "strong" else gpus * one / ms
-                    efficiency = speedup / gpus if scaling == "strong" else one / ms
-                    shape = {"layer": layer, "gpus": gpus, "t": t, "k": k, "n": n, "overlap": overlap,
-                             "scaling": scaling}
-                    flops = 2.0 * t * k * n * (1 if scaling == "strong" else gpus)
-                    out.append(record("tp", f"{layer}_parallel", "bf16", shape, ms, flops, 2.0 * (t * k + k * n + t * n),
-                                      {"gemm_ms": gemm_ms, "comm_ms": comm_ms, "exposed_comm_ms": exposed,
-                                       "efficiency": efficiency, "speedup": speedup}))
+    gemm_one = 2.0 * t * k * n / 700e12 * 1e3  # ms of the forward on one GPU at 700 TFLOP/s, synthetic
+    for scaling in ("strong", "weak"):
+        for layer in ("column", "row"):
+            for gpus in (2, 4):
+                for pas, work in (("forward", 1.0), ("backward", 2.0)):
+                    for overlap in (True, False):
+                        if scaling == "weak" and not overlap:
+                            continue  # the report runs weak scaling with overlap on only
+                        one = gemm_one * work
+                        gemm_ms = one / gpus if scaling == "strong" else one
+                        comm_ms = (t * (n if layer == "column" else k) * 2 * (gpus - 1) / gpus) / 300e9 * 1e3
+                        exposed = comm_ms * ((0.3 + 0.1 * gpus) if overlap else 1.0)
+                        ms = gemm_ms + exposed
+                        speedup = one / ms
+                        efficiency = speedup / gpus if scaling == "strong" else one / ms
+                        kk, nn = (k, n * (gpus if scaling == "weak" else 1)) if layer == "column" else \
+                            (k * (gpus if scaling == "weak" else 1), n)
+                        shape = {"t": t, "k": kk, "n": nn, "gpus": gpus, "chunks": 4, "scaling": scaling,
+                                 "layer": layer}
+                        out.append(record("tp", f"{layer}-{pas}-overlap-{'on' if overlap else 'off'}", "bf16", shape,
+                                          ms, 0.0, 0.0,
+                                          {"gemm_ms": gemm_ms, "comm_ms": comm_ms, "exposed_comm_ms": exposed,
+                                           "single_gpu_ms": one, "speedup": speedup, "efficiency": efficiency,
+                                           "gemm_kernel": "auto"}))
     return out
 
 
@@ -130,20 +137,26 @@ def main():
         "real_source": str(RUN.relative_to(ROOT)),
         "synthetic_suites": ",".join(SYNTHETIC),
         "theoretical_bf16_tflops": info["context"]["theoretical_bf16_tflops"],
-        "report.gpus": 2,
+        "report.gpus": 4,
         "report.quick": False,
+        "report.torch": "torch (version not recorded by the probe run)",
         "report.section.roofs": "ok (real H100 numbers)",
         "report.section.sgemm_ladder": "ok (real H100 numbers)",
-        "report.section.gemm": "ok (SYNTHETIC)",
-        "report.section.attention": "ok (SYNTHETIC)",
+        "report.section.gemm": "ok (real H100 probe run)",
+        "report.section.attention": "ok (real H100 probe run, --quick)",
         "report.section.attention_backward": "ok (SYNTHETIC)",
         "report.section.comm": "ok (SYNTHETIC)",
-        "report.section.tp": "ok (SYNTHETIC)",
     }
+    for scaling in ("strong", "weak"):
+        for layer in ("column", "row"):
+            for g in (2, 4):
+                doc["context"][f"report.section.tp_{scaling}_{layer}_g{g}"] = "ok (SYNTHETIC)"
+    doc["context"]["report.section.tp_strong_mlp_g2"] = (
+        "skipped: this build does not support `parallax tp --layer mlp` (SYNTHETIC sample note)")
     records = list(ladder["records"])
     records += gemm_suite()
-    records += attention_suite("attention", 1.0)
-    records += attention_suite("attention_backward", 2.5)
+    records += attention_forward()
+    records += attention_backward()
     records += comm_suite()
     records += tp_suite()
     doc["records"] = records

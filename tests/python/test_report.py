@@ -62,6 +62,14 @@ def table_rows(text):
     return [line for line in text.splitlines() if line.startswith("| ") and not line.startswith("| ---")]
 
 
+def first_table_rows(text):
+    """The rows of the first table of a section (header included); later tables (e.g. vs peers) are left out."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("| "))
+    end = next((i for i in range(start, len(lines)) if not lines[i].startswith("| ")), len(lines))
+    return table_rows("\n".join(lines[start:end]))
+
+
 # ------------------------------------------------------------------------------------------------ the sample
 
 
@@ -75,10 +83,10 @@ def test_sample_is_what_its_generator_writes():
 def test_sample_marks_its_synthetic_suites():
     doc = sample()
     synthetic = doc["context"]["synthetic_suites"].split(",")
-    assert set(synthetic) == {"gemm", "attention", "attention_backward", "comm", "tp"}
+    assert set(synthetic) == {"attention_backward", "comm", "tp"}
     for r in doc["records"]:
-        if r["suite"] in synthetic:
-            assert "SYNTHETIC" in r["notes"], r
+        if report.report_suite(r) in synthetic or r["status"] == "failed":
+            assert "SYNTHETIC" in r["notes"] or "SYNTHETIC" in r.get("failure", ""), r
         else:
             assert "SYNTHETIC" not in r.get("notes", ""), r
 
@@ -106,14 +114,20 @@ def test_report_md_has_every_table_complete(tmp_path):
     for heading, suite in [("Tensor-core GEMM", "gemm"), ("Attention forward", "attention"),
                            ("Attention backward", "attention_backward"), ("Collectives", "comm"),
                            ("Tensor parallelism", "tp")]:
-        n = sum(1 for r in doc["records"] if r["suite"] == suite)
-        assert len(table_rows(section(md, heading))) == 1 + n, heading
+        n = sum(1 for r in doc["records"] if report.report_suite(r) == suite)
+        assert len(first_table_rows(section(md, heading))) == 1 + n, heading
     # The failed sample row is listed with its reason, and counted.
-    assert "FAILED: not implemented (synthetic failed row" in md
+    assert "FAILED: SYNTHETIC failed row: the report must list it" in md
     assert f"{len(doc['records']) - 1} of {len(doc['records'])} records passed" in md
     # Communication share grows with the GPU count in the sample, and the analysis says so.
     assert "Exposed communication as a share of the step time" in md
-    assert "From 1 to 2 GPUs it goes from 0% to" in md
+    assert "From 2 to 4 GPUs it goes from 9% to 24%" in md
+    # The real attention records (shape key "seqlen") fill the sequence columns, and the peers are compared.
+    fwd = section(md, "Attention forward")
+    assert "| mma | bf16 | 8 | 2048 | 2048 | 32/32 | 64 | False |" in fwd
+    assert "x torch-flash" in fwd and "x torch-cudnn" in fwd
+    # A section that did not run fully is listed under its table.
+    assert "- tp_strong_mlp_g2: skipped: this build does not support `parallax tp --layer mlp`" in md
 
 
 @needs_mpl
@@ -143,6 +157,8 @@ def test_without_plots_says_so(tmp_path):
 def test_missing_suites_say_not_measured_with_the_reason(tmp_path):
     doc = sample()
     doc["records"] = [r for r in doc["records"] if r["suite"] == "sgemm_ladder"]
+    for k in [k for k in doc["context"] if k.startswith("report.section.tp_")]:
+        del doc["context"][k]
     doc["context"]["report.section.tp"] = "skipped: needs 2 or more GPUs, 1 visible"
     code, err, out = run(tmp_path, doc, "--no-plots")
     assert code == 0, err
@@ -150,6 +166,61 @@ def test_missing_suites_say_not_measured_with_the_reason(tmp_path):
     assert "Not measured in this run (skipped: needs 2 or more GPUs, 1 visible)." in section(md, "Tensor parallelism")
     for heading in ("Tensor-core GEMM", "Attention forward", "Attention backward", "Collectives"):
         assert "Not measured in this run" in section(md, heading), heading
+
+
+def test_tp_sections_that_did_not_run_are_each_listed(tmp_path):
+    doc = sample()
+    doc["records"] = [r for r in doc["records"] if r["suite"] != "tp"]
+    doc["context"]["report.section.tp_strong_column_g2"] = "failed: stopped after the 40 s section limit"
+    code, err, out = run(tmp_path, doc, "--no-plots")
+    assert code == 0, err
+    tp = section((out / "report.md").read_text(), "Tensor parallelism")
+    assert "Not measured in this run:" in tp
+    assert "- tp_strong_column_g2: failed: stopped after the 40 s section limit" in tp
+    assert "- tp_strong_mlp_g2: skipped:" in tp
+
+
+REAL_TP = ROOT / "bench/results/nvidia-h200/2026-11-22-1cc40254e5d0"
+
+
+@needs_mpl
+def test_real_tp_records_give_curves_and_the_share(tmp_path):
+    """`parallax tp` as it writes today (names 'column-forward-overlap-on', no overlap/pass keys), tagged by the
+    report orchestrator with scaling and layer: strong curve, breakdown, share growth from 2 to 4 GPUs."""
+    doc = sample()
+    doc["records"] = [r for r in doc["records"] if r["suite"] != "tp"]
+    for f in ("tp_col_2.json", "tp_col_4.json"):
+        for r in json.loads((REAL_TP / f).read_text())["records"]:
+            r["shape"].update(scaling="strong", layer="column")
+            doc["records"].append(r)
+    code, err, out = run(tmp_path, doc)
+    assert code == 0, err
+    tp = section((out / "report.md").read_text(), "Tensor parallelism")
+    assert "| strong | column | forward | 2 | 8192x8192x28672 | on | 3.965 |" in tp
+    assert "| strong | column | backward | 4 | 8192x8192x28672 | off |" in tp
+    assert "(strong scaling, mean over layers, passes and overlap settings): 2 GPUs: 18%, 4 GPUs: 40%" in tp
+    assert "Strong scaling on 4 GPUs: efficiency from 39% (column forward, overlap off)" in tp
+    for name in ("tp_strong", "tp_breakdown"):
+        assert (out / f"{name}.png").read_bytes().startswith(PNG_SIGNATURE)
+    assert not (out / "tp_weak.png").exists()
+
+
+def test_backward_attention_records_are_split_by_marker(tmp_path):
+    """Backward records may say so by a 'direction' key, or by a '-bwd' name; both land in the backward section."""
+    doc = sample()
+    fwd = [r for r in doc["records"] if report.report_suite(r) == "attention"]
+    doc["records"] = [r for r in doc["records"] if report.report_suite(r) not in ("attention", "attention_backward")]
+    for r in fwd[:3]:
+        b = copy.deepcopy(r)
+        b["shape"].pop("direction", None)
+        b["name"] += "-bwd"
+        doc["records"].append(b)
+    doc["records"] += fwd
+    code, err, out = run(tmp_path, doc, "--no-plots")
+    assert code == 0, err
+    md = (out / "report.md").read_text()
+    assert len(first_table_rows(section(md, "Attention backward"))) == 1 + 3
+    assert len(first_table_rows(section(md, "Attention forward"))) == 1 + len(fwd)
 
 
 def test_unknown_suite_gets_a_generic_table(tmp_path):
