@@ -115,7 +115,7 @@ const results::Record* find_peer(const std::vector<results::Record>& peers, std:
 // (gradients are not bounded by 1 like the forward's output).
 int run_attention_backward(const AttentionOptions& o, const DeviceInfo& device, const std::vector<results::Record>& peers,
                            const std::string& peers_note) {
-  constexpr std::string_view kSuite = "attention_backward";
+  const std::string kSuite = "attention_backward";
   const bool bf16 = o.dtype == "bf16";
   const DType dtype = bf16 ? DType::kBF16 : DType::kF16;
   const double tolerance = bf16 ? 3e-2 : 8e-3;  // max abs err / max |ref| (P and dS rounded to 16 bits inside)

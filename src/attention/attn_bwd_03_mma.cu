@@ -257,7 +257,7 @@ __global__ void __launch_bounds__(Tile::kThreads, 2) attention_bwd_dkdv_kernel(c
       for (int t = 0; t < kSubTiles8; ++t)
 #pragma unroll
         for (int e = 0; e < 4; ++e) st[t][e] = 0.f;
-#pragma unroll
+#pragma unroll 2  // kk only moves addresses; a partial unroll keeps ptxas from hoisting every fragment
       for (int kk = 0; kk < Tile::kDSteps; ++kk) {
         uint32_t ka[4];
         ptx::ldmatrix_x4(ka, sK + swizzled<D>(arow, kk * 16 + acol));
@@ -310,7 +310,7 @@ __global__ void __launch_bounds__(Tile::kThreads, 2) attention_bwd_dkdv_kernel(c
       for (int t = 0; t < kSubTiles8; ++t)
 #pragma unroll
         for (int e = 0; e < 4; ++e) dpt[t][e] = 0.f;
-#pragma unroll
+#pragma unroll 2
       for (int kk = 0; kk < Tile::kDSteps; ++kk) {
         uint32_t va[4];
         ptx::ldmatrix_x4(va, sV + swizzled<D>(arow, kk * 16 + acol));
