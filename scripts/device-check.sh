@@ -25,6 +25,8 @@
 #   ATTN_ARGS="" (more `parallax attention` options, e.g. --quick)   TP_ARGS="" (more `parallax tp` options)
 #   multi-GPU steps (not in "all"): mgpu (the *2Gpu* GPU tests, one ctest per test with a time limit),
 #   comm, tp
+#   attention_bwd (not in "all": the file limit): `parallax attention --backward --torch-peers` ->
+#   attention_bwd.json (peers inside); ATTN_BWD_ARGS="" more options (e.g. --quick --head-dim 128)
 #   PARALLAX_CUDA_ARCHS=90a   architectures to build (90a only by default here: half the compile time)
 #   BUILD_DIR=build-device    JOBS=<nproc>    CTEST_JOBS=8
 #   LADDER_SIZES=1000,1024,2048,4096,8192   LADDER_ARGS="" (more `parallax gemm` options)
@@ -77,7 +79,7 @@ if [ "${1:-}" = "__step" ]; then
       # racecheck is far slower than memcheck on shared-memory kernels: it covers every ladder level's
       # shared-memory path (small and big tiles, edges) rather than every test (RACECHECK_FILTER overrides).
       filter='*'
-      [ "$step" = racecheck ] && filter=${RACECHECK_FILTER:-'Ladder/SgemmLadderTest.BigTilePathWithEdges/*:Ladder/SgemmLadderTest.AlphaBeta/*:Level3/AttentionMmaTest.TileEdges/bf16_d128:GemmTc.AutoRunsTheTensorCoreLevel'}
+      [ "$step" = racecheck ] && filter=${RACECHECK_FILTER:-'Ladder/SgemmLadderTest.BigTilePathWithEdges/*:Ladder/SgemmLadderTest.AlphaBeta/*:Level3/AttentionMmaTest.TileEdges/bf16_d128:GemmTc.AutoRunsTheTensorCoreLevel:Backward/AttentionBackwardFloat64.CausalShapes/mma_bf16_d128:Backward/AttentionBackwardFloat64.OddLengthsAndTileEdges/mma_f16_d64'}
       PARALLAX_TEST_QUICK=1 compute-sanitizer --tool "$step" --error-exitcode 1 "$GPU_TESTS" --gtest_brief=1 \
         --gtest_filter="$filter"
       ;;
@@ -99,6 +101,11 @@ if [ "${1:-}" = "__step" ]; then
       # torch's SDPA backends first (the peers), then parallax with the peers' numbers beside its own.
       PYTHONUNBUFFERED=1 python3 scripts/attention_peers.py --out "$out/attention_peers.json" ${ATTN_PEER_ARGS:-} &&
         "$PARALLAX" attention --peers "$out/attention_peers.json" --json-out "$out/attention.json" ${ATTN_ARGS:-}
+      ;;
+    attention_bwd)
+      # The backward with torch's flash / cuDNN backward in the same run (the CLI runs the peers script itself;
+      # the peers' records travel in the same document).
+      "$PARALLAX" attention --backward --torch-peers --json-out "$out/attention_bwd.json" ${ATTN_BWD_ARGS:-}
       ;;
     mgpu)
       ctest --test-dir "$BUILD_DIR" -R '2Gpu' --output-on-failure --timeout 120
@@ -146,8 +153,8 @@ for s in $STEPS; do
     sanitize) expanded+=(memcheck racecheck) ;;
     bench) expanded+=(tune info ladder tc attention) ;;
     quick) expanded+=(build test info) ;;
-    build | test | memcheck | racecheck | python | tune | info | ladder | tc | attention | mgpu | comm | tp) expanded+=("$s") ;;
-    *) echo "device-check: unknown step '$s' (steps: build test memcheck racecheck python tune info ladder tc attention mgpu comm tp;" \
+    build | test | memcheck | racecheck | python | tune | info | ladder | tc | attention | attention_bwd | mgpu | comm | tp) expanded+=("$s") ;;
+    *) echo "device-check: unknown step '$s' (steps: build test memcheck racecheck python tune info ladder tc attention attention_bwd mgpu comm tp;" \
          "aliases: all sanitize bench quick)" >&2; exit 2 ;;
   esac
 done
@@ -164,6 +171,7 @@ default_timeout() {
     ladder) echo "${T_LADDER:-900}" ;;
     tc) echo "${T_TC:-900}" ;;
     attention) echo "${T_ATTENTION:-900}" ;;
+    attention_bwd) echo "${T_ATTENTION_BWD:-900}" ;;
     mgpu) echo "${T_MGPU:-600}" ;;
     comm) echo "${T_COMM:-300}" ;;
     tp) echo "${T_TP:-600}" ;;
@@ -325,7 +333,7 @@ for step in "${expanded[@]}"; do
   esac
   if [ "$rc" -ne 0 ] && [[ " $TOLERATE " == *" $step "* ]]; then status="$status tolerated"; fi
   # A JSON document left empty by a failed command would only mislead; drop it.
-  for f in tune.json info.json ladder.json tc.json attention.json attention_peers.json comm.json tp.json; do
+  for f in tune.json info.json ladder.json tc.json attention.json attention_peers.json attention_bwd.json comm.json tp.json; do
     [ -f "$OUT_DIR/$f" ] && [ ! -s "$OUT_DIR/$f" ] && rm -f "$OUT_DIR/$f"
   done
   names+=("$step") statuses+=("$status") seconds+=("$secs")

@@ -34,6 +34,11 @@
 // the end). Rows with lse = -inf (no visible key) get +inf in shared memory, so every P of theirs is 2^-inf = 0
 // and nothing flows from them; rows >= Sq do the same. Keys >= Sk are zero-filled by cp.async and masked.
 //
+// Registers (-Xptxas -v): dk/dv kernel 248-253 (D 128; the query block is walked in sub-blocks of 16 columns
+// so that S^T / dP^T tiles fit beside the 128 dK / dV accumulators) and 172-186 (D 64, sub-blocks of 32); dq
+// kernel 213-246; no spills on sm_90a or sm_80. Shared memory: dk/dv 105 KiB (D 128) / 57 KiB, dq 96 / 48 KiB:
+// two CTAs per SM on H100.
+//
 // Requirements (dispatcher: attention_vector_aligned; repeated by the launcher): all eight tensors 16-byte
 // aligned with strides multiples of 8 elements; D 64 or 128.
 #include <cuda_bf16.h>
@@ -251,13 +256,13 @@ __global__ void __launch_bounds__(Tile::kThreads, 2) attention_bwd_dkdv_kernel(c
     for (int sub = 0; sub < kBr / kSub; ++sub) {
       const int qs0 = sub * kSub;  // first query column of the sub-block
 
-      // ---- S^T = K_w Q^T [16 keys x 32 queries] -> P^T ----------------------------------------------------
+      // ---- S^T = K_w Q^T [16 keys x kSub queries] -> P^T --------------------------------------------------
       float st[kSubTiles8][4];
 #pragma unroll
       for (int t = 0; t < kSubTiles8; ++t)
 #pragma unroll
         for (int e = 0; e < 4; ++e) st[t][e] = 0.f;
-#pragma unroll
+#pragma unroll 2  // kk only moves addresses; a partial unroll keeps ptxas from hoisting every fragment
       for (int kk = 0; kk < Tile::kDSteps; ++kk) {
         uint32_t ka[4];
         ptx::ldmatrix_x4(ka, sK + swizzled<D>(arow, kk * 16 + acol));
@@ -310,7 +315,7 @@ __global__ void __launch_bounds__(Tile::kThreads, 2) attention_bwd_dkdv_kernel(c
       for (int t = 0; t < kSubTiles8; ++t)
 #pragma unroll
         for (int e = 0; e < 4; ++e) dpt[t][e] = 0.f;
-#pragma unroll
+#pragma unroll 2
       for (int kk = 0; kk < Tile::kDSteps; ++kk) {
         uint32_t va[4];
         ptx::ldmatrix_x4(va, sV + swizzled<D>(arow, kk * 16 + acol));

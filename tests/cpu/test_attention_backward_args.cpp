@@ -29,20 +29,22 @@ void expect_throws(const AttentionBackwardArgs& a, const std::string& argument, 
   expect_invalid([&] { parallax::validate(a); }, argument, fragment);
 }
 
-// Disjoint host regions standing in for device buffers: B=2, Sq=3, Sk=5, H=4, Hkv=2, D=64, dense.
+// Disjoint host regions standing in for device buffers: B=2, Sq=3, Sk=5, H=4, Hkv=2, D=64, dense. All carved
+// from one arena with a gap after each region larger than any tensor, so that a pointer placed inside one
+// region overlaps that region and nothing else whatever the heap does (separate vectors may sit back to back).
 struct Fixture {
   static constexpr int B = 2, Sq = 3, Sk = 5, H = 4, Hkv = 2, D = 64;
-  static constexpr std::size_t kQ = B * Sq * H * D + 64, kKV = B * Sk * Hkv * D + 64;
-  std::vector<std::uint16_t> q = std::vector<std::uint16_t>(kQ), k = std::vector<std::uint16_t>(kKV),
-                             v = std::vector<std::uint16_t>(kKV), out = std::vector<std::uint16_t>(kQ),
-                             dout = std::vector<std::uint16_t>(kQ), dq = std::vector<std::uint16_t>(kQ),
-                             dk = std::vector<std::uint16_t>(kKV), dv = std::vector<std::uint16_t>(kKV);
-  std::vector<float> lse = std::vector<float>(B * H * Sq + 16);
+  static constexpr std::size_t kQ = B * Sq * H * D, kRegion = 2 * kQ + 64;  // elements; kQ >= the kv size
+  std::vector<std::uint16_t> arena = std::vector<std::uint16_t>(10 * kRegion);
+  std::uint16_t* region(int i) { return arena.data() + i * kRegion; }
+  std::uint16_t *q = region(0), *k = region(1), *v = region(2), *out = region(3), *dout = region(4), *dq = region(5),
+                *dk = region(6), *dv = region(7);
+  float* lse = reinterpret_cast<float*>(region(8));
   AttentionBackwardArgs valid() {
     AttentionBackwardArgs a;
     a.batch = B, a.seqlen_q = Sq, a.seqlen_k = Sk, a.heads = H, a.heads_kv = Hkv, a.head_dim = D;
-    a.q = q.data(), a.k = k.data(), a.v = v.data(), a.out = out.data(), a.dout = dout.data(), a.lse = lse.data();
-    a.dq = dq.data(), a.dk = dk.data(), a.dv = dv.data();
+    a.q = q, a.k = k, a.v = v, a.out = out, a.dout = dout, a.lse = lse;
+    a.dq = dq, a.dk = dk, a.dv = dv;
     a.q_strides = a.out_strides = a.dout_strides = a.dq_strides = AttentionStrides::dense(Sq, H, D);
     a.k_strides = a.v_strides = a.dk_strides = a.dv_strides = AttentionStrides::dense(Sk, Hkv, D);
     return a;
@@ -102,13 +104,13 @@ TEST(AttentionBackwardArgs, NewPointersMustBeNonNullAndAligned) {
   expect_throws(a, "dk", "non-null");
   a = f.valid(), a.dv = nullptr;
   expect_throws(a, "dv", "non-null");
-  a = f.valid(), a.dout = odd(f.dout.data());
+  a = f.valid(), a.dout = odd(f.dout);
   expect_throws(a, "dout", "element size (2 bytes)");
-  a = f.valid(), a.dq = odd(f.dq.data());
+  a = f.valid(), a.dq = odd(f.dq);
   expect_throws(a, "dq", "element size (2 bytes)");
-  a = f.valid(), a.dk = odd(f.dk.data());
+  a = f.valid(), a.dk = odd(f.dk);
   expect_throws(a, "dk", "element size (2 bytes)");
-  a = f.valid(), a.dv = odd(f.dv.data());
+  a = f.valid(), a.dv = odd(f.dv);
   expect_throws(a, "dv", "element size (2 bytes)");
 }
 
@@ -134,19 +136,19 @@ TEST(AttentionBackwardArgs, StridesOfNewTensors) {
 TEST(AttentionBackwardArgs, OutputsMustNotOverlapInputsOrEachOther) {
   Fixture f;
   auto a = f.valid();
-  a.dq = const_cast<std::uint16_t*>(f.q.data()) + 8;
+  a.dq = f.q + 8;
   expect_throws(a, "dq", "must not overlap q (dq is written while q is read)");
-  a = f.valid(), a.dq = f.dout.data();
+  a = f.valid(), a.dq = f.dout;
   expect_throws(a, "dq", "must not overlap dout");
-  a = f.valid(), a.dk = f.k.data();
+  a = f.valid(), a.dk = f.k;
   expect_throws(a, "dk", "must not overlap k");
-  a = f.valid(), a.dv = f.out.data();
+  a = f.valid(), a.dv = f.out;
   expect_throws(a, "dv", "must not overlap out");
-  a = f.valid(), a.dv = f.lse.data();
+  a = f.valid(), a.dv = f.lse;
   expect_throws(a, "dv", "must not overlap lse");
-  a = f.valid(), a.dk = f.dq.data();
+  a = f.valid(), a.dk = f.dq;
   expect_throws(a, "dk", "must not overlap dq (both are written)");
-  a = f.valid(), a.dv = f.dk.data() + 64;
+  a = f.valid(), a.dv = f.dk + 64;
   expect_throws(a, "dv", "must not overlap dk (both are written)");
 }
 
@@ -261,8 +263,8 @@ TEST(AttentionBackwardCApi, ValidatesTheStructAndTheArguments) {
   c.dtype = PARALLAX_DTYPE_BF16;
   c.batch = Fixture::B, c.seqlen_q = Fixture::Sq, c.seqlen_k = Fixture::Sk, c.heads = Fixture::H;
   c.heads_kv = Fixture::Hkv, c.head_dim = 96;
-  c.q = f.q.data(), c.k = f.k.data(), c.v = f.v.data(), c.out = f.out.data(), c.dout = f.dout.data();
-  c.lse = f.lse.data(), c.dq = f.dq.data(), c.dk = f.dk.data(), c.dv = f.dv.data();
+  c.q = f.q, c.k = f.k, c.v = f.v, c.out = f.out, c.dout = f.dout;
+  c.lse = f.lse, c.dq = f.dq, c.dk = f.dk, c.dv = f.dv;
   const auto dense = [](std::int64_t* s, int S, int H, int D) {
     s[0] = std::int64_t{S} * H * D, s[1] = std::int64_t{H} * D, s[2] = D;
   };
@@ -276,12 +278,12 @@ TEST(AttentionBackwardCApi, ValidatesTheStructAndTheArguments) {
   c.lse = nullptr;
   EXPECT_EQ(parallax_attention_backward(&c, nullptr, nullptr), PARALLAX_ERROR_INVALID_ARGUMENT);
   EXPECT_NE(std::string(parallax_last_error()).find("'lse': is required"), std::string::npos) << parallax_last_error();
-  c.lse = f.lse.data();
-  c.dv = f.dk.data();
+  c.lse = f.lse;
+  c.dv = f.dk;
   EXPECT_EQ(parallax_attention_backward(&c, "auto", nullptr), PARALLAX_ERROR_INVALID_ARGUMENT);
   EXPECT_NE(std::string(parallax_last_error()).find("'dv': must not overlap dk"), std::string::npos)
       << parallax_last_error();
-  c.dv = f.dv.data();
+  c.dv = f.dv;
   c.seqlen_q = std::int64_t{1} << 40;
   EXPECT_EQ(parallax_attention_backward(&c, nullptr, nullptr), PARALLAX_ERROR_INVALID_ARGUMENT);
   EXPECT_NE(std::string(parallax_last_error()).find("'seqlen_q': must fit in 32 bits"), std::string::npos);
