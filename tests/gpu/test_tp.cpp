@@ -13,6 +13,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <memory>
 #include <mutex>
 #include <random>
 #include <string>
@@ -370,13 +371,16 @@ void run_and_check_mlp(parallax::tp::TensorParallelMLP& layer, Communicator& com
   }
 }
 
-void check_mlp(int ranks, const MlpCase& c, bool save_h, const std::string& gemm = "cublas",
-               parallax::CommConfig config = {}) {
+// One communicator clique per test (NCCL init costs ~1 s), reused across its cases.
+using Comms = std::vector<std::unique_ptr<Communicator>>;
+
+void check_mlp(Comms& comms, const MlpCase& c, bool save_h, const std::string& gemm = "cublas") {
+  const int ranks = static_cast<int>(comms.size());
   const std::uint64_t seed = test_seed() ^ (c.t * 7001 + c.k * 613 + c.hidden * 37 + c.n * 5 + ranks * 3 +
                                             c.chunks * 211 + (save_h ? 1 : 0) + (c.overlap ? 2 : 0));
-  const std::string ctx = describe(c, ranks, save_h, gemm, seed) + " nccl max_ctas " + std::to_string(config.max_ctas);
+  const std::string ctx = describe(c, ranks, save_h, gemm, seed) + " nccl max_ctas " +
+                          std::to_string(comms[0]->config().max_ctas);
   const MlpProblem p = make_mlp_problem(c, seed);
-  auto comms = Communicator::create_local(ranks, config);
   parallax::tp::Options opt;
   opt.chunks = c.chunks;
   opt.overlap = c.overlap;
@@ -501,17 +505,19 @@ TEST_F(Tp2Gpu, RowDivisibleAndUnevenOverlappedAndSequential) {
 }
 
 TEST_F(TpMlp1Gpu, MatchesFloat64SavedAndRecomputedH) {
+  auto comms = Communicator::create_local(1);
   for (const MlpCase& c : kMlpCases)
-    for (bool save_h : {true, false}) check_mlp(1, c, save_h);
+    for (bool save_h : {true, false}) check_mlp(comms, c, save_h);
 }
 
 // The fused GELU epilogue through parallax's own kernels (auto picks the Hopper levels for the aligned
 // shape, level 10 / repacking for the odd ones; "mma" is level 10 everywhere).
 TEST_F(TpMlp1Gpu, ParallaxGemmKernelsFuseTheGelu) {
   const MlpCase cases[] = {{256, 256, 512, 128, 2, true}, {129, 64, 1000, 48, 4, true}, {17, 127, 129, 31, 3, false}};
+  auto comms = Communicator::create_local(1);
   for (const MlpCase& c : cases)
     for (const char* gemm : {"auto", "mma"})
-      for (bool save_h : {true, false}) check_mlp(1, c, save_h, gemm);
+      for (bool save_h : {true, false}) check_mlp(comms, c, save_h, gemm);
 }
 
 TEST_F(TpMlp1Gpu, RejectsBadArgumentsBeforeTouchingTheDevice) {
@@ -549,12 +555,13 @@ TEST_F(TpMlp1Gpu, RejectsBadArgumentsBeforeTouchingTheDevice) {
 }
 
 TEST_F(Tp2Gpu, MlpDivisibleAndUnevenOverlappedAndSequential) {
+  auto comms = Communicator::create_local(2);
   for (const MlpCase& c : kMlpCases)
     for (bool save_h : {true, false}) {
-      check_mlp(2, c, save_h);
+      check_mlp(comms, c, save_h);
       MlpCase other = c;
       other.overlap = !c.overlap;
-      check_mlp(2, other, save_h);
+      check_mlp(comms, other, save_h);
     }
 }
 
@@ -564,8 +571,9 @@ TEST_F(Tp2Gpu, MlpParallaxGemmWithSmCapMatchesFloat64) {
   parallax::CommConfig config;
   config.max_ctas = 8;
   const MlpCase cases[] = {{256, 256, 512, 128, 2, true}, {300, 64, 257, 96, 3, true}, {300, 64, 257, 96, 3, false}};
+  auto comms = Communicator::create_local(2, config);
   for (const MlpCase& c : cases)
-    for (bool save_h : {true, false}) check_mlp(2, c, save_h, "auto", config);
+    for (bool save_h : {true, false}) check_mlp(comms, c, save_h, "auto");
 }
 
 // One layer, t changing across calls (the workspaces regrow mid-life), H saved and recomputed alternately.
