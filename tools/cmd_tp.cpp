@@ -1,4 +1,4 @@
-// `parallax tp --gpus N [--t T --k K --n N] [--layer column|row] [--overlap on|off|both] [--chunks C]
+// `parallax tp --gpus N [--t T --k K --n N] [--layer column|row|mlp] [--overlap on|off|both] [--chunks C]
 //              [--scaling strong|weak] [--gemm NAME] [--transport nccl|copy-engine|auto] [--gemm-sms S]
 //              [--nccl-max-ctas C] [--iters I] [--json]`
 //
@@ -15,6 +15,13 @@
 //   speedup        1-GPU / total;  efficiency = speedup / N (strong) or 1-GPU / total (weak)
 //   overlap bound  (GEMM + comm) / max(GEMM, comm): the best overlapped-vs-sequential ratio physics allows
 //                  (perfect overlap hides the shorter of the two); printed for the backward bar.
+// --layer mlp times tp::TensorParallelMLP with the transformer block's shape: X [t, k] -> hidden n -> Y [t, k]
+// (so the bar's --k 8192 --n 28672 is a Llama-70B-sized MLP). Its forward is the fused-GELU (inference) form;
+// its backward is given the pre-activation H saved by an untimed training forward. Its "GEMM" phase is the
+// rank's whole computation without communication (the same layer over this rank's hidden units on a
+// one-rank communicator, one chunk: GEMMs plus the elementwise GELU passes), its "comm" the all-reduce of
+// [t, k] alone, and its 1-GPU reference the whole MLP on GPU 0 through the same class. Weak scaling grows the
+// hidden width (n x N).
 // --transport picks the column forward's gather (tp::Transport); --gemm-sms caps the GEMMs' SMs
 // (tp::Options::gemm_sms; -1 = auto) and --nccl-max-ctas bounds NCCL's blocks (CommConfig::max_ctas), the
 // pair that lets an NCCL all-reduce really run next to a persistent GEMM.
@@ -108,6 +115,7 @@ struct RankResult {
 RankResult measure_rank(Communicator& comm, const TpOptions& o, std::int64_t n_total, std::int64_t k_total,
                         bool overlap) {
   const bool column = o.layer == "column";
+  const bool mlp = o.layer == "mlp";
   tp::Options opt;
   opt.chunks = o.chunks;
   opt.overlap = overlap;
@@ -121,7 +129,51 @@ RankResult measure_rank(Communicator& comm, const TpOptions& o, std::int64_t n_t
   Stream stream;
   RankResult res;
   const std::uint64_t seed = 1234 + comm.rank();
-  if (column) {
+  if (mlp) {
+    // k_total: model width (input and output), n_total: hidden width (split).
+    tp::TensorParallelMLP layer(comm, k_total, n_total, k_total, opt);
+    const std::int64_t hr = layer.shard().size;
+    const std::size_t shard_elems = static_cast<std::size_t>(std::max<std::int64_t>(1, k_total * hr));
+    DeviceBuffer<bf16> x(t * k_total), w1(shard_elems), w2(shard_elems), h(std::max<std::int64_t>(1, t * hr)),
+        y(t * k_total), dy(t * k_total), dx(t * k_total);
+    DeviceBuffer<float> dw1(shard_elems), dw2(shard_elems);
+    fill_uniform(x.data(), x.size(), seed);
+    fill_uniform(w1.data(), w1.size(), seed + 100);
+    fill_uniform(w2.data(), w2.size(), seed + 150);
+    fill_uniform(dy.data(), dy.size(), seed + 200);
+    res.forward.total = time_on(stream, o.warmup, o.iters, [&] {
+      layer.forward(x.data(), t, w1.data(), nullptr, w2.data(), nullptr, y.data(), stream);
+    });
+    layer.forward(x.data(), t, w1.data(), nullptr, w2.data(), nullptr, y.data(), stream, h.data());  // saves H
+    res.backward.total = time_on(stream, o.warmup, o.iters, [&] {
+      layer.backward(x.data(), dy.data(), t, w1.data(), nullptr, w2.data(), h.data(), dx.data(), dw1.data(),
+                     dw2.data(), stream);
+    });
+    comm.wait(stream, "tp mlp timing");
+    if (hr > 0) {
+      // The rank's computation alone: the same class over its own hidden units on a one-rank communicator.
+      Communicator solo(Communicator::make_unique_id(), 0, 1, comm.device());
+      tp::Options solo_opt = opt;
+      solo_opt.chunks = 1;
+      solo_opt.overlap = false;
+      tp::TensorParallelMLP local(solo, k_total, hr, k_total, solo_opt);
+      res.forward.gemm = time_on(stream, o.warmup, o.iters, [&] {
+        local.forward(x.data(), t, w1.data(), nullptr, w2.data(), nullptr, y.data(), stream);
+      });
+      res.backward.gemm = time_on(stream, o.warmup, o.iters, [&] {
+        local.backward(x.data(), dy.data(), t, w1.data(), nullptr, w2.data(), h.data(), dx.data(), dw1.data(),
+                       dw2.data(), stream);
+      });
+    }
+    if (comm.size() > 1) {
+      res.forward.comm = time_on(stream, o.warmup, o.iters, [&] {
+        comm.all_reduce(y.data(), y.data(), t * k_total, DType::kBF16, stream);
+      });
+      res.backward.comm = time_on(stream, o.warmup, o.iters, [&] {
+        comm.all_reduce(dx.data(), dx.data(), t * k_total, DType::kBF16, stream);
+      });
+    }
+  } else if (column) {
     tp::ColumnParallelLinear layer(comm, k_total, n_total, opt);
     const std::int64_t nr = layer.shard().size;
     DeviceBuffer<bf16> x(t * k_total), w(std::max<std::int64_t>(1, k_total * nr)), y(t * n_total),
@@ -205,20 +257,57 @@ Phase single_gpu(const TpOptions& o, std::int64_t k, std::int64_t n, Phase* back
   return f;
 }
 
+// The whole MLP (k -> hidden -> k) on GPU 0 through TensorParallelMLP on a one-rank communicator: the same
+// forward (fused GELU) and backward (saved H) the TP runs time, so the ratio compares like with like.
+Phase single_gpu_mlp(const TpOptions& o, std::int64_t k, std::int64_t hidden, Phase* backward) {
+  PX_CUDA_CHECK(cudaSetDevice(0));
+  Communicator solo(Communicator::make_unique_id(), 0, 1, 0);
+  tp::Options opt;
+  opt.chunks = 1;
+  opt.overlap = false;
+  opt.gemm = o.gemm;
+  opt.gemm_sms = 0;
+  opt.check_shapes = false;
+  tp::TensorParallelMLP layer(solo, k, hidden, k, opt);
+  Stream stream;
+  const std::int64_t t = o.t;
+  DeviceBuffer<bf16> x(t * k), w1(k * hidden), w2(hidden * k), h(t * hidden), y(t * k), dy(t * k), dx(t * k);
+  DeviceBuffer<float> dw1(k * hidden), dw2(hidden * k);
+  fill_uniform(x.data(), x.size(), 1);
+  fill_uniform(w1.data(), w1.size(), 2);
+  fill_uniform(w2.data(), w2.size(), 3);
+  fill_uniform(dy.data(), dy.size(), 4);
+  Phase f;
+  f.total = f.gemm = time_on(stream, o.warmup, o.iters, [&] {
+    layer.forward(x.data(), t, w1.data(), nullptr, w2.data(), nullptr, y.data(), stream);
+  });
+  layer.forward(x.data(), t, w1.data(), nullptr, w2.data(), nullptr, y.data(), stream, h.data());
+  backward->total = backward->gemm = time_on(stream, o.warmup, o.iters, [&] {
+    layer.backward(x.data(), dy.data(), t, w1.data(), nullptr, w2.data(), h.data(), dx.data(), dw1.data(),
+                   dw2.data(), stream);
+  });
+  PX_CUDA_CHECK(cudaStreamSynchronize(stream));
+  return f;
+}
+
 int run_tp(const TpOptions& o) {
   require_gpu("tp");
   (void)parse_gemm_kernel(o.gemm);
   const int P = o.gpus > 0 ? o.gpus : device_count();
+  const bool mlp = o.layer == "mlp";
   const bool column = o.layer == "column";
   const bool weak = o.scaling == "weak";
-  // Weak scaling keeps each GPU's shard at the given size: the split dimension grows with P.
-  const std::int64_t n_total = column && weak ? o.n * P : o.n;
-  const std::int64_t k_total = !column && weak ? o.k * P : o.k;
+  // Weak scaling keeps each GPU's shard at the given size: the split dimension grows with P (n for the
+  // column layer and for the MLP's hidden width, k for the row layer).
+  const bool split_n = column || mlp;
+  const std::int64_t n_total = split_n && weak ? o.n * P : o.n;
+  const std::int64_t k_total = !split_n && weak ? o.k * P : o.k;
   fmt::print(stderr, "tp: 1-GPU reference ...\n");
   Phase ref_backward;
-  const std::int64_t ref_n = weak && column ? o.n : n_total;
-  const std::int64_t ref_k = weak && !column ? o.k : k_total;
-  const Phase ref_forward = single_gpu(o, ref_k, ref_n, &ref_backward);
+  const std::int64_t ref_n = weak && split_n ? o.n : n_total;
+  const std::int64_t ref_k = weak && !split_n ? o.k : k_total;
+  const Phase ref_forward =
+      mlp ? single_gpu_mlp(o, ref_k, ref_n, &ref_backward) : single_gpu(o, ref_k, ref_n, &ref_backward);
 
   CommConfig config;
   config.max_ctas = o.nccl_max_ctas;
@@ -260,6 +349,12 @@ int run_tp(const TpOptions& o) {
       rec.name = fmt::format("{}-{}-overlap-{}", o.layer, pass_name, overlap ? "on" : "off");
       rec.shape = {{"t", o.t}, {"k", k_total}, {"n", n_total}, {"gpus", static_cast<std::int64_t>(P)},
                    {"chunks", static_cast<std::int64_t>(o.chunks)}};
+      if (mlp) rec.shape.emplace_back("hidden", n_total);  // the MLP: k -> hidden (= n) -> k
+      // scripts/report.py groups tp records by these shape keys (its table and scaling plots).
+      rec.shape.emplace_back("layer", o.layer);
+      rec.shape.emplace_back("pass", pass_name);
+      rec.shape.emplace_back("overlap", overlap);
+      rec.shape.emplace_back("scaling", o.scaling);
       rec.dtype = "bf16";
       rec.median_ms = ph.total;
       rec.repetitions = o.iters;
@@ -278,8 +373,13 @@ int run_tp(const TpOptions& o) {
     }
   }
   if (o.output.prints_table()) {
-    fmt::print("{}-parallel linear, t={} k={} n={} bf16, {} scaling, {} chunk(s), gemm {}\n\n", o.layer, o.t,
-               k_total, n_total, o.scaling, o.chunks, o.gemm);
+    if (mlp)
+      fmt::print("tensor-parallel MLP (k -> gelu(hidden) -> k), t={} k={} hidden={} bf16, {} scaling, {} chunk(s), "
+                 "gemm {}; GEMM ms = compute without communication (GEMMs + GELU passes)\n\n",
+                 o.t, k_total, n_total, o.scaling, o.chunks, o.gemm);
+    else
+      fmt::print("{}-parallel linear, t={} k={} n={} bf16, {} scaling, {} chunk(s), gemm {}\n\n", o.layer, o.t,
+                 k_total, n_total, o.scaling, o.chunks, o.gemm);
     table.print();
     for (const auto& [overlap, r] : all)
       if (overlap && r.backward.comm > 0)
@@ -303,8 +403,9 @@ void add_tp(CLI::App& root, Action& action) {
       ->check(CLI::Range(1, 64));
   cmd->add_option("--t", o->t, "Tokens (rows of X)")->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 20));
   cmd->add_option("--k", o->k, "Input features")->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 20));
-  cmd->add_option("--n", o->n, "Output features")->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 20));
-  cmd->add_option("--layer", o->layer, "column | row")->check(CLI::IsMember({"column", "row"}));
+  cmd->add_option("--n", o->n, "Output features (--layer mlp: the hidden width; the output has k features)")->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 20));
+  cmd->add_option("--layer", o->layer, "column | row | mlp (column -> GELU -> row, one all-reduce each way)")
+      ->check(CLI::IsMember({"column", "row", "mlp"}));
   cmd->add_option("--overlap", o->overlap, "on | off | both")->check(CLI::IsMember({"on", "off", "both"}));
   cmd->add_option("--chunks", o->chunks, "Row chunks of the pipelined communication")->check(CLI::Range(1, 1024));
   cmd->add_option("--scaling", o->scaling, "strong | weak")->check(CLI::IsMember({"strong", "weak"}));

@@ -18,6 +18,19 @@
 //   forward : Y = all-reduce(X_r W_r) + b (the bias is added by rank 0's GEMM only), chunked and overlapped
 //             like the column forward.
 //   backward: dX_r = dY W_rᵀ, dW_r = X_rᵀ dY — no communication (dY is replicated).
+// TensorParallelMLP: Y = gelu(X W1 + b1) W2 + b2 (the tanh GELU of gemm.hpp), Megatron's pairing of the two:
+//   rank r owns the hidden columns split(hidden)[r] = h_r of W1 / b1 and the same rows of W2, so the
+//   column half's output A_r = gelu(X W1_r + b1_r) [t, h_r] is exactly the row half's input: no gather in
+//   between, ONE all-reduce forward (of the partial Y_r = A_r W2_r) and ONE backward (of dX).
+//   forward : per row chunk: H_r = X W1_r + b1_r with the GELU fused into the GEMM epilogue (A_r straight
+//             out of the accumulator), Y_r = A_r W2_r (+ b2 on rank 0), all-reduce of Y's chunk on the comm
+//             stream while the next chunk's two GEMMs run.
+//   backward: per row chunk: dA_r = dY W2_rᵀ, dH_r = dA_r * gelu'(H_r), dX partial = dH_r W1_rᵀ, whose
+//             all-reduce starts at once; then, overlapping the all-reduces, A_r = gelu(H_r), dW2_r = A_rᵀ dY,
+//             dW1_r = Xᵀ dH_r, db1_r = 1ᵀ dH_r and db2 = 1ᵀ dY (full, every rank, as in the row layer).
+//   H_r (the pre-activation) is needed by the backward: either the forward saves it (h_shard; the GELU then
+//   runs as a separate elementwise pass, since a GEMM epilogue writes one output) or the backward recomputes
+//   it chunk by chunk (one extra GEMM, X W1_r; no memory kept between the passes).
 //
 // Streams: the caller's `stream` runs the GEMMs; the communicator's own stream runs the collectives; events
 // order them. Nothing blocks the host: forward/backward return at once, and `stream` is made to wait for the
@@ -145,6 +158,44 @@ class RowParallelLinear {
   std::int64_t k_, n_;
   Split shard_;
   Options options_;
+  Event ready_{false}, done_{false};
+};
+
+class TensorParallelMLP {
+ public:
+  // k: input features, hidden: the inner width (split across ranks; uneven allowed, ranks may own none when
+  // hidden < P), n: output features. Throws InvalidArgument for k, hidden, n < 1 or bad options.
+  // Options::transport is not used (both collectives are all-reduces, which need NCCL's SMs; see Transport).
+  TensorParallelMLP(Communicator& comm, std::int64_t k, std::int64_t hidden, std::int64_t n, Options options = {});
+  Split shard() const noexcept { return shard_; }  // the hidden units (W1 columns, W2 rows) this rank owns
+  std::int64_t k() const noexcept { return k_; }
+  std::int64_t hidden() const noexcept { return hidden_; }
+  std::int64_t n() const noexcept { return n_; }
+
+  // x [t, k] (replicated), w1_shard [k, h_r], b1_shard (h_r floats or nullptr), w2_shard [h_r, n],
+  // b2 (n floats, full, or nullptr; added once, by rank 0), y [t, n] (output, all-reduced on every rank).
+  // h_shard: nullptr (inference: GELU fused into the first GEMM's epilogue) or [t, h_r] bf16 where the
+  // pre-activation H_r = X W1_r + b1_r is stored for backward (the GELU then is a separate pass).
+  void forward(const __nv_bfloat16* x, std::int64_t t, const __nv_bfloat16* w1_shard, const float* b1_shard,
+               const __nv_bfloat16* w2_shard, const float* b2, __nv_bfloat16* y, cudaStream_t stream,
+               __nv_bfloat16* h_shard = nullptr);
+  // dy [t, n] (replicated). h_shard: the forward's saved H_r, or nullptr to recompute it from x, w1_shard and
+  // b1_shard. Outputs: dx [t, k] bf16 (all-reduced), dw1_shard [k, h_r] fp32, dw2_shard [h_r, n] fp32,
+  // db1_shard (optional, h_r floats), db2 (optional, n floats: the full 1ᵀ dY on every rank).
+  void backward(const __nv_bfloat16* x, const __nv_bfloat16* dy, std::int64_t t, const __nv_bfloat16* w1_shard,
+                const float* b1_shard, const __nv_bfloat16* w2_shard, const __nv_bfloat16* h_shard,
+                __nv_bfloat16* dx, float* dw1_shard, float* dw2_shard, cudaStream_t stream,
+                float* db1_shard = nullptr, float* db2 = nullptr);
+
+ private:
+  void ensure_workspace(std::int64_t t, bool backward, bool need_pre);
+  Communicator& comm_;
+  std::int64_t k_, hidden_, n_;
+  Split shard_;
+  Options options_;
+  DeviceBuffer<__nv_bfloat16> act_;   // [t, h_r] A_r (forward: the row half's input; backward: for dW2)
+  DeviceBuffer<__nv_bfloat16> grad_;  // [t, h_r] dA_r, turned into dH_r in place (backward)
+  DeviceBuffer<__nv_bfloat16> pre_;   // [t, h_r] recomputed H_r (backward without a saved h_shard)
   Event ready_{false}, done_{false};
 };
 

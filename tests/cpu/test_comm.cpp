@@ -12,6 +12,7 @@
 #include "common/expect_invalid.hpp"
 #include "parallax/comm.hpp"
 #include "parallax/tp.hpp"
+#include "tp/tp_kernels.hpp"
 
 namespace {
 
@@ -341,6 +342,32 @@ TEST(SignalPad, HostSimulationOfTheProtocol) {
       for (int c = 0; c < C; ++c)
         for (int q = 0; q < P; ++q)
           if (q != r) ASSERT_FALSE(parallax::tp::epoch_reached(pad[r][l.data(c, q)], epoch[r] + 1));
+  }
+}
+
+TEST(TpCli, AcceptsTheMlpLayer) {
+  EXPECT_EQ(parse({"tp", "--gpus", "2", "--layer", "mlp", "--t", "8192", "--k", "8192", "--n", "28672", "--overlap",
+                   "both", "--chunks", "4", "--json"}), 0);
+  EXPECT_EQ(parse({"tp", "--layer", "mlp", "--scaling", "weak", "--gemm", "wgmma-persistent", "--gemm-sms", "-1",
+                   "--nccl-max-ctas", "16"}), 0);
+  EXPECT_EQ(parse({"tp", "--layer", "MLP"}), 2);  // names are lower-case, like the other layers
+}
+
+// The host mirrors of the MLP's GELU (the GPU tests' reference): gelu' is the derivative of gelu (central
+// differences), the tanh form's landmarks hold, and it differs from the erf form (it is the one gemm.hpp uses).
+TEST(TpGelu, HostReferenceDerivativeMatchesFiniteDifferences) {
+  using parallax::tp::detail::gelu_derivative_reference;
+  using parallax::tp::detail::gelu_reference;
+  EXPECT_EQ(gelu_reference(0.0), 0.0);
+  EXPECT_DOUBLE_EQ(gelu_derivative_reference(0.0), 0.5);
+  EXPECT_NEAR(gelu_reference(10.0), 10.0, 1e-12);
+  EXPECT_NEAR(gelu_reference(-10.0), 0.0, 1e-12);
+  // tanh form at x = 1: 0.5 (1 + tanh(sqrt(2/pi) 1.044715)) = 0.841192 (erf form: 0.841345).
+  EXPECT_NEAR(gelu_reference(1.0), 0.8411920, 1e-6);
+  for (double x = -6.0; x <= 6.0; x += 0.37) {
+    const double h = 1e-5;
+    const double fd = (gelu_reference(x + h) - gelu_reference(x - h)) / (2 * h);
+    EXPECT_NEAR(gelu_derivative_reference(x), fd, 1e-8) << "x = " << x;
   }
 }
 
