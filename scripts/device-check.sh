@@ -25,6 +25,8 @@
 #   ATTN_ARGS="" (more `parallax attention` options, e.g. --quick)   TP_ARGS="" (more `parallax tp` options)
 #   multi-GPU steps (not in "all"): mgpu (the *2Gpu* GPU tests, one ctest per test with a time limit),
 #   comm, tp
+#   MEMCHECK_FILTER='*' / RACECHECK_FILTER=<the shared-memory paths>: gtest filters of the sanitizer steps
+#   report (not in "all"): `parallax report ${REPORT_ARGS:---quick}` -> report.tar.gz (results.json, report.md, PNGs)
 #   attention_bwd (not in "all": the file limit): `parallax attention --backward --torch-peers` ->
 #   attention_bwd.json (peers inside); ATTN_BWD_ARGS="" more options (e.g. --quick --head-dim 128)
 #   PARALLAX_CUDA_ARCHS=90a   architectures to build (90a only by default here: half the compile time)
@@ -78,8 +80,8 @@ if [ "${1:-}" = "__step" ]; then
       # Smaller shapes (the GPU tests honour PARALLAX_TEST_QUICK): the sanitizers run kernels 10-100x slower.
       # racecheck is far slower than memcheck on shared-memory kernels: it covers every ladder level's
       # shared-memory path (small and big tiles, edges) rather than every test (RACECHECK_FILTER overrides).
-      filter='*'
-      [ "$step" = racecheck ] && filter=${RACECHECK_FILTER:-'Ladder/SgemmLadderTest.BigTilePathWithEdges/*:Ladder/SgemmLadderTest.AlphaBeta/*:Level3/AttentionMmaTest.TileEdges/bf16_d128:GemmTc.AutoRunsTheTensorCoreLevel:Backward/AttentionBackwardFloat64.CausalShapes/mma_bf16_d128:Backward/AttentionBackwardFloat64.OddLengthsAndTileEdges/mma_f16_d64'}
+      filter=${MEMCHECK_FILTER:-'*'}
+      [ "$step" = racecheck ] && filter=${RACECHECK_FILTER:-'Level4/AttentionMmaTest.TileEdges/bf16_d128:GemmTcWgmma.ClusterPairsOddTileRowsAndWalks:Ladder/SgemmLadderTest.BigTilePathWithEdges/*:Ladder/SgemmLadderTest.AlphaBeta/*:Level3/AttentionMmaTest.TileEdges/bf16_d128:GemmTc.AutoRunsTheTensorCoreLevel:Backward/AttentionBackwardFloat64.CausalShapes/mma_bf16_d128:Backward/AttentionBackwardFloat64.OddLengthsAndTileEdges/mma_f16_d64'}
       PARALLAX_TEST_QUICK=1 compute-sanitizer --tool "$step" --error-exitcode 1 "$GPU_TESTS" --gtest_brief=1 \
         --gtest_filter="$filter"
       ;;
@@ -106,6 +108,12 @@ if [ "${1:-}" = "__step" ]; then
       # The backward with torch's flash / cuDNN backward in the same run (the CLI runs the peers script itself;
       # the peers' records travel in the same document).
       "$PARALLAX" attention --backward --torch-peers --json-out "$out/attention_bwd.json" ${ATTN_BWD_ARGS:-}
+      ;;
+    report)
+      # `parallax report` (REPORT_ARGS, default --quick) into one tarball (a lent machine returns <= 8 files).
+      # shellcheck disable=SC2086
+      "$PARALLAX" report ${REPORT_ARGS:---quick} --out "$logs/../report" &&
+        tar czf "$out/report.tar.gz" -C "$logs/.." report
       ;;
     mgpu)
       ctest --test-dir "$BUILD_DIR" -R '2Gpu' --output-on-failure --timeout 120
@@ -153,8 +161,8 @@ for s in $STEPS; do
     sanitize) expanded+=(memcheck racecheck) ;;
     bench) expanded+=(tune info ladder tc attention) ;;
     quick) expanded+=(build test info) ;;
-    build | test | memcheck | racecheck | python | tune | info | ladder | tc | attention | attention_bwd | mgpu | comm | tp) expanded+=("$s") ;;
-    *) echo "device-check: unknown step '$s' (steps: build test memcheck racecheck python tune info ladder tc attention attention_bwd mgpu comm tp;" \
+    build | test | memcheck | racecheck | python | tune | info | ladder | tc | attention | attention_bwd | report | mgpu | comm | tp) expanded+=("$s") ;;
+    *) echo "device-check: unknown step '$s' (steps: build test memcheck racecheck python tune info ladder tc attention attention_bwd report mgpu comm tp;" \
          "aliases: all sanitize bench quick)" >&2; exit 2 ;;
   esac
 done
@@ -172,6 +180,7 @@ default_timeout() {
     tc) echo "${T_TC:-900}" ;;
     attention) echo "${T_ATTENTION:-900}" ;;
     attention_bwd) echo "${T_ATTENTION_BWD:-900}" ;;
+    report) echo "${T_REPORT:-1000}" ;;
     mgpu) echo "${T_MGPU:-600}" ;;
     comm) echo "${T_COMM:-300}" ;;
     tp) echo "${T_TP:-600}" ;;
