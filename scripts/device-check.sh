@@ -82,7 +82,10 @@ if [ "${1:-}" = "__step" ]; then
       # shared-memory path (small and big tiles, edges) rather than every test (RACECHECK_FILTER overrides).
       filter=${MEMCHECK_FILTER:-'*'}
       [ "$step" = racecheck ] && filter=${RACECHECK_FILTER:-'Level4/AttentionMmaTest.TileEdges/bf16_d128:GemmTcWgmma.ClusterPairsOddTileRowsAndWalks:Ladder/SgemmLadderTest.BigTilePathWithEdges/*:Ladder/SgemmLadderTest.AlphaBeta/*:Level3/AttentionMmaTest.TileEdges/bf16_d128:GemmTc.AutoRunsTheTensorCoreLevel:Backward/AttentionBackwardFloat64.CausalShapes/mma_bf16_d128:Backward/AttentionBackwardFloat64.OddLengthsAndTileEdges/mma_f16_d64'}
-      PARALLAX_TEST_QUICK=1 compute-sanitizer --tool "$step" --error-exitcode 1 "$GPU_TESTS" --gtest_brief=1 \
+      # --report-api-errors no: NCCL's communicator set-up probes its kernels with cudaFuncGetAttributes and
+      # handles the "no kernel image" answers itself; memcheck would count each as an error. parallax checks
+      # every CUDA call's status itself (the tests fail on any), so only memory/race findings count here.
+      PARALLAX_TEST_QUICK=1 compute-sanitizer --tool "$step" --report-api-errors no --error-exitcode 1 "$GPU_TESTS" --gtest_brief=1 \
         --gtest_filter="$filter"
       ;;
     python)

@@ -73,7 +73,10 @@ def test_gradients_match_fp32_autograd(kernel, deterministic, dtype, shape, caus
         if r.norm() > 0:
             assert relative_error(got, r) <= tol, f"{what}: {name} relative error {relative_error(got, r)}"
         else:
-            assert got.abs().max().item() == 0, f"{what}: {name} must be 0"
+            # A zero reference gradient (e.g. Sq = Sk = 1: P = 1, so dS = P (dP - Delta) = 0 in exact arithmetic)
+            # comes out as rounding residue in the kernels: dP = dO.V and Delta = dO.O are summed in different
+            # orders in fp32, leaving |dP - Delta| ~ 1e-7. Bound it absolutely instead of demanding exact zeros.
+            assert got.float().abs().max().item() <= 1e-5, f"{what}: {name} must be ~0, got {got.abs().max()}"
 
 
 def test_deterministic_is_bitwise_reproducible():
