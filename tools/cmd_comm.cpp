@@ -42,7 +42,7 @@ struct CommOptions {
 };
 
 struct Measurement {
-  double median_ms = 0;
+  double median_ms = 0, min_ms = 0, max_ms = 0;
   bool correct = true;
   std::string problem;
 };
@@ -125,6 +125,8 @@ Measurement measure(Communicator& comm, Collective op, std::size_t bytes, int it
   for (int i = 0; i < iters; ++i) ms[i] = stops[i].elapsed_since(starts[i]);
   std::sort(ms.begin(), ms.end());
   m.median_ms = ms[ms.size() / 2];
+  m.min_ms = ms.front();
+  m.max_ms = ms.back();
   return m;
 }
 
@@ -178,7 +180,7 @@ int run_comm(const CommOptions& o) {
       run_local_ranks(comms, [&](Communicator& c) {
         const Measurement m = measure(c, op, bytes, o.iters, o.warmup);
         std::lock_guard lock(mutex);
-        if (c.rank() == 0) row.m.median_ms = m.median_ms;
+        if (c.rank() == 0) row.m.median_ms = m.median_ms, row.m.min_ms = m.min_ms, row.m.max_ms = m.max_ms;
         if (!m.correct && all_correct) {
           all_correct = false;
           problem = m.problem;
@@ -210,6 +212,8 @@ int run_comm(const CommOptions& o) {
     rec.shape = {{"bytes", static_cast<std::int64_t>(row.bytes)}, {"ranks", static_cast<std::int64_t>(P)}};
     rec.dtype = "fp32";
     rec.median_ms = row.m.median_ms;
+    rec.min_ms = row.m.min_ms;
+    rec.max_ms = row.m.max_ms;
     rec.repetitions = o.iters;
     rec.bytes = static_cast<double>(row.bytes);
     rec.gbps = alg;

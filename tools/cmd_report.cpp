@@ -91,7 +91,7 @@ void add_report(CLI::App& root, Action& action) { register_report(root, action, 
 
 namespace {
 
-constexpr double kTpPoolQuickS = 20, kTpPoolFullS = 200;
+constexpr double kTpPoolQuickS = 12, kTpPoolFullS = 200;
 
 // The GPU counts TP scales over: 2, 4, 8, ... below gpu_count, then gpu_count itself.
 std::vector<int> tp_gpu_counts(int gpu_count) {
@@ -122,12 +122,12 @@ std::vector<ReportSection> plan_report(bool quick, int gpu_count) {
   };
   // Roofs first: every later "% of roof" refers to them, and the merged document takes its device from them.
   add("roofs", "device roofs (copy GB/s, cuBLAS SGEMM/BF16)", {"info", "--gemm-size", quick ? "4096" : "8192"},
-      quick ? 6 : 15);
+      quick ? 4 : 15);
   // The ladder: quick keeps one small and one large size and caps each measurement at a second (the naive
   // level alone takes ~0.3 s a run at 4096^3); full is the size set of the committed results.
   if (quick)
     add("sgemm_ladder", "FP32 ladder vs cuBLAS",
-        {"gemm", "--ladder", "--sizes", "1024,4096", "--reps", "10", "--warmup", "2", "--budget-ms", "1000"}, 15);
+        {"gemm", "--ladder", "--sizes", "1024,4096", "--reps", "10", "--warmup", "2", "--budget-ms", "1000"}, 10);
   else
     add("sgemm_ladder", "FP32 ladder vs cuBLAS", {"gemm", "--ladder", "--sizes", "1000,1024,2048,4096,8192"}, 90);
   // Tensor-core GEMM: the same `gemm --ladder` as FP32, with the BF16 dtype (levels 9+ against cublasGemmEx).
@@ -135,14 +135,14 @@ std::vector<ReportSection> plan_report(bool quick, int gpu_count) {
   add("gemm", "tensor-core GEMM vs cuBLAS",
       quick ? std::vector<std::string>{"gemm", "--ladder", "--dtype", "bf16", "--shapes", "2048,4096", "--reps", "10"}
             : std::vector<std::string>{"gemm", "--ladder", "--dtype", "bf16", "--reps", "20"},
-      quick ? 15 : 170);
+      quick ? 10 : 170);
   // Attention forward and backward, torch SDPA's flash and cuDNN backends in the same run when torch imports
   // (the subcommand runs scripts/attention_peers.py itself and notes why when it cannot).
   add("attention", "attention forward (vs torch SDPA when importable)",
-      with_quick({"attention", "--kernel", "tiled,mma,wgmma", "--torch-peers"}), quick ? 30 : 150,
+      with_quick({"attention", "--kernel", "tiled,mma,wgmma", "--torch-peers"}), quick ? 25 : 150,
       {{"direction", std::string("forward")}});
   add("attention_backward", "attention backward (vs torch SDPA when importable)",
-      with_quick({"attention", "--backward", "--kernel", "mma", "--torch-peers"}), quick ? 20 : 140,
+      with_quick({"attention", "--backward", "--kernel", "mma", "--torch-peers"}), quick ? 45 : 140,
       {{"direction", std::string("backward")}});
 
   // Multi-GPU: collectives over every GPU, then TP strong and weak scaling over 2, 4, ..., N GPUs.

@@ -69,8 +69,16 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+// A median with the spread it came from (the results schema wants min <= median <= max). Reads as the median.
+struct Timed {
+  double median = 0, min = 0, max = 0;
+  Timed() = default;
+  explicit Timed(double one) : median(one), min(one), max(one) {}
+  operator double() const { return median; }  // NOLINT(google-explicit-constructor): arithmetic on phases
+};
+
 // Times fn() on `stream` (all ranks run it; the caller keeps rank 0's number).
-double time_on(cudaStream_t stream, int warmup, int iters, const std::function<void()>& fn) {
+Timed time_on(cudaStream_t stream, int warmup, int iters, const std::function<void()>& fn) {
   for (int i = 0; i < warmup; ++i) fn();
   std::vector<Event> a(iters), b(iters);
   for (int i = 0; i < iters; ++i) {
@@ -81,7 +89,11 @@ double time_on(cudaStream_t stream, int warmup, int iters, const std::function<v
   PX_CUDA_CHECK(cudaStreamSynchronize(stream));
   std::vector<double> ms(iters);
   for (int i = 0; i < iters; ++i) ms[i] = b[i].elapsed_since(a[i]);
-  return median(ms);
+  Timed t;
+  t.median = median(ms);
+  t.min = *std::min_element(ms.begin(), ms.end());
+  t.max = *std::max_element(ms.begin(), ms.end());
+  return t;
 }
 
 GemmArgs bf16_gemm(std::int64_t m, std::int64_t n, std::int64_t k, Op op_a, const void* a, std::int64_t lda, Op op_b,
@@ -103,7 +115,8 @@ GemmArgs bf16_gemm(std::int64_t m, std::int64_t n, std::int64_t k, Op op_a, cons
 }
 
 struct Phase {
-  double total = 0, gemm = 0, comm = 0;
+  Timed total;
+  double gemm = 0, comm = 0;
 };
 
 // One rank's measurement of forward and backward for one overlap setting.
@@ -247,10 +260,10 @@ Phase single_gpu(const TpOptions& o, std::int64_t k, std::int64_t n, Phase* back
   fill_uniform(w.data(), w.size(), 2);
   fill_uniform(y.data(), y.size(), 3);
   Phase f;
-  f.total = f.gemm = time_on(stream, o.warmup, o.iters, [&] {
+  f.gemm = f.total = time_on(stream, o.warmup, o.iters, [&] {
     gemm(bf16_gemm(t, n, k, Op::kN, x.data(), k, Op::kN, w.data(), n, DType::kBF16, y.data(), n), stream, o.gemm);
   });
-  backward->total = backward->gemm = time_on(stream, o.warmup, o.iters, [&] {
+  backward->gemm = backward->total = time_on(stream, o.warmup, o.iters, [&] {
     gemm(bf16_gemm(t, k, n, Op::kN, y.data(), n, Op::kT, w.data(), n, DType::kBF16, dx.data(), k), stream, o.gemm);
     gemm(bf16_gemm(k, n, t, Op::kT, x.data(), k, Op::kN, y.data(), n, DType::kF32, dw.data(), n), stream, o.gemm);
   });
@@ -278,11 +291,11 @@ Phase single_gpu_mlp(const TpOptions& o, std::int64_t k, std::int64_t hidden, Ph
   fill_uniform(w2.data(), w2.size(), 3);
   fill_uniform(dy.data(), dy.size(), 4);
   Phase f;
-  f.total = f.gemm = time_on(stream, o.warmup, o.iters, [&] {
+  f.gemm = f.total = time_on(stream, o.warmup, o.iters, [&] {
     layer.forward(x.data(), t, w1.data(), nullptr, w2.data(), nullptr, y.data(), stream);
   });
   layer.forward(x.data(), t, w1.data(), nullptr, w2.data(), nullptr, y.data(), stream, h.data());
-  backward->total = backward->gemm = time_on(stream, o.warmup, o.iters, [&] {
+  backward->gemm = backward->total = time_on(stream, o.warmup, o.iters, [&] {
     layer.backward(x.data(), dy.data(), t, w1.data(), nullptr, w2.data(), h.data(), dx.data(), dw1.data(),
                    dw2.data(), stream);
   });
@@ -356,7 +369,9 @@ int run_tp(const TpOptions& o) {
       rec.shape.emplace_back("overlap", overlap);
       rec.shape.emplace_back("scaling", o.scaling);
       rec.dtype = "bf16";
-      rec.median_ms = ph.total;
+      rec.median_ms = ph.total.median;
+      rec.min_ms = ph.total.min;
+      rec.max_ms = ph.total.max;
       rec.repetitions = o.iters;
       rec.add_extra("gemm_ms", ph.gemm);
       rec.add_extra("comm_ms", ph.comm);

@@ -242,8 +242,10 @@ TEST(ReportPlan, BudgetsAddUpToThePromise) {
       EXPECT_LT(sum, quick ? cli::kQuickLimitS : cli::kFullLimitS) << (quick ? "--quick" : "full") << " on " << gpus;
     }
   }
-  // The numbers themselves (so a change is a deliberate one): one GPU, and two.
-  EXPECT_DOUBLE_EQ(cli::plan_budget(cli::plan_report(true, 1), true), 91);
+  // The numbers themselves (so a change is a deliberate one): one GPU, and two. Quick budgets were rebalanced
+  // from the first H100/H200 runs: the backward section (torch peers + parallax) needs ~30 s, the others far
+  // less than they had.
+  EXPECT_DOUBLE_EQ(cli::plan_budget(cli::plan_report(true, 1), true), 99);
   EXPECT_DOUBLE_EQ(cli::plan_budget(cli::plan_report(true, 2), true), 119);
   EXPECT_DOUBLE_EQ(cli::plan_budget(cli::plan_report(false, 1), false), 585);
   EXPECT_DOUBLE_EQ(cli::plan_budget(cli::plan_report(false, 2), false), 825);
