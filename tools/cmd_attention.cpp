@@ -105,6 +105,25 @@ const results::Record* find_peer(const std::vector<results::Record>& peers, std:
   return nullptr;
 }
 
+// One table row for a measured record (forward or backward share the columns): time, TFLOP/s, the two error
+// columns, its check, and the torch peers' time over ours in the same run ("-" where a peer is missing).
+void add_measured_row(Table& table, const std::string& config, const std::string& name, const results::Record& r,
+                      const std::vector<results::Record>& peers, const results::Fields& shape, std::string_view suite) {
+  const auto ratio = [&](std::string_view peer) -> std::string {
+    const results::Record* p = find_peer(peers, peer, shape, suite);
+    if (!p || r.status == results::Status::kFailed || r.median_ms <= 0) return std::string(kNoValue);
+    return fmt::format("{:.2f}x", p->median_ms / r.median_ms);
+  };
+  if (r.status == results::Status::kFailed) {
+    table.add_row({config, name, "-", "-", "-", "-", "FAILED: " + r.failure, "-", "-"});
+    return;
+  }
+  table.add_row({config, name, fmt::format("{:.3f}", r.median_ms), fmt::format("{:.1f}", r.gflops / 1e3),
+                 fmt::format("{:.2e}", r.errors.at(0).value), fmt::format("{:.2e}", r.errors.at(1).value),
+                 r.status == results::Status::kOk ? "ok" : "WRONG: " + r.failure, ratio("torch-flash"),
+                 ratio("torch-cudnn")});
+}
+
 // --backward: dq, dk, dv of every configuration, checked against the backward level 1 ("reference") on the
 // same inputs and timed. out and lse come from the forward ("auto") once per configuration and are inputs of
 // every backward call. Records: suite "attention_backward" (the report's section), names "<kernel>" and
@@ -210,19 +229,7 @@ int run_attention_backward(const AttentionOptions& o, const DeviceInfo& device, 
         } catch (const Error& e) {
           r = results::failed_record(kSuite, name, shape, o.dtype, e.what());
         }
-        const auto ratio = [&](const std::string& peer) -> std::string {
-          const results::Record* p = find_peer(peers, peer, shape, kSuite);
-          if (!p || r.status == results::Status::kFailed || r.median_ms <= 0) return std::string(kNoValue);
-          return fmt::format("{:.2f}x", p->median_ms / r.median_ms);
-        };
-        if (r.status == results::Status::kFailed) {
-          table.add_row({c.label(), name, "-", "-", "-", "-", "FAILED: " + r.failure, "-", "-"});
-        } else {
-          table.add_row({c.label(), name, fmt::format("{:.3f}", r.median_ms), fmt::format("{:.1f}", r.gflops / 1e3),
-                         fmt::format("{:.2e}", r.errors.at(0).value), fmt::format("{:.2e}", r.errors.at(1).value),
-                         r.status == results::Status::kOk ? "ok" : "WRONG: " + r.failure, ratio("torch-flash"),
-                         ratio("torch-cudnn")});
-        }
+        add_measured_row(table, c.label(), name, r, peers, shape, kSuite);
         doc.records.push_back(std::move(r));
       }
   }
@@ -334,19 +341,7 @@ int run_attention(const AttentionOptions& o) {
       } catch (const Error& e) {
         r = results::failed_record("attention", kernel, shape, o.dtype, e.what());
       }
-      const auto ratio = [&](std::string_view peer) -> std::string {
-        const results::Record* p = find_peer(peers, peer, shape);
-        if (!p || r.status == results::Status::kFailed || r.median_ms <= 0) return std::string(kNoValue);
-        return fmt::format("{:.2f}x", p->median_ms / r.median_ms);
-      };
-      if (r.status == results::Status::kFailed) {
-        table.add_row({c.label(), kernel, "-", "-", "-", "-", "FAILED: " + r.failure, "-", "-"});
-      } else {
-        table.add_row({c.label(), kernel, fmt::format("{:.3f}", r.median_ms), fmt::format("{:.1f}", r.gflops / 1e3),
-                       fmt::format("{:.2e}", r.errors.at(0).value), fmt::format("{:.2e}", r.errors.at(1).value),
-                       r.status == results::Status::kOk ? "ok" : "WRONG: " + r.failure, ratio("torch-flash"),
-                       ratio("torch-cudnn")});
-      }
+      add_measured_row(table, c.label(), kernel, r, peers, shape, "attention");
       doc.records.push_back(std::move(r));
     }
   }
