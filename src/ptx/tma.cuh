@@ -72,4 +72,54 @@ __device__ __forceinline__ void tma_load_2d_multicast(void* dst, const void* ten
 #endif
 }
 
+// ---- stores: shared -> global (the epilogue's direction) ----
+//
+// A bulk tensor store copies the box at (inner, outer) from shared memory at `src` (1024-byte aligned, laid out
+// with the map's swizzle) to global memory, skipping every element outside the tensor (so partial tiles need
+// no masking). It is asynchronous and tracked per thread in "bulk groups", not on an mbarrier: the issuing
+// thread commits the stores issued so far as one group and later waits until at most N groups are still
+// READING shared memory (wait_group_read: the buffer may be rewritten) or still in flight at all
+// (wait_group: the global writes are done). Writes made to `src` by other threads through ordinary st.shared
+// must be fenced into the async proxy (fence_proxy_async_shared) and barrier-ordered before the store.
+__device__ __forceinline__ void tma_store_2d(const void* tensor_map, const void* src, int inner, int outer) {
+#if PX_SM90_PTX
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];\n" ::"l"(
+                   reinterpret_cast<std::uint64_t>(tensor_map)),
+               "r"(smem_addr(src)), "r"(inner), "r"(outer)
+               : "memory");
+#else
+  (void)tensor_map, (void)src, (void)inner, (void)outer;
+  __trap();
+#endif
+}
+
+// Closes the bulk group of every bulk store this thread issued since the last commit.
+__device__ __forceinline__ void bulk_commit_group() {
+#if PX_SM90_PTX
+  asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+#else
+  __trap();
+#endif
+}
+
+// Waits until at most N of this thread's committed bulk groups still read their shared-memory source.
+template <int N>
+__device__ __forceinline__ void bulk_wait_group_read() {
+#if PX_SM90_PTX
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
+#else
+  __trap();
+#endif
+}
+
+// Waits until at most N of this thread's committed bulk groups are incomplete (global writes done).
+template <int N>
+__device__ __forceinline__ void bulk_wait_group() {
+#if PX_SM90_PTX
+  asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(N) : "memory");
+#else
+  __trap();
+#endif
+}
+
 }  // namespace parallax::ptx

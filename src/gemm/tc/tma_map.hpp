@@ -9,13 +9,18 @@
 
 namespace parallax::detail {
 
-// A row-major `rows x cols` matrix of 16-bit values (bf16 or f16) at `base` with leading dimension `ld`
-// (elements), copied in boxes of `box_cols x box_rows` (box_cols * 2 == 128 bytes, the swizzle width) into
-// 128B-swizzled shared memory. Out-of-bounds parts of a box are filled with zeros.
+// A row-major `rows x cols` matrix (bf16, f16 or f32) at `base` with leading dimension `ld` (elements), copied
+// in boxes of `box_cols x box_rows` (box_cols * element size == 128 bytes, the swizzle width) between global
+// memory and 128B-swizzled shared memory. Loads zero-fill the out-of-bounds parts of a box; stores skip them.
 // Throws Error (with the CUresult) when the driver rejects the description, InvalidArgument when the
 // arguments break TMA's rules (alignment, box sizes) before asking it.
 CUtensorMap make_tma_map_2d(const void* base, DType type, int rows, int cols, std::int64_t ld, int box_rows,
                             int box_cols);
+
+// Whether the Hopper GEMM may write C with TMA bulk stores (wgmma_common.cuh, store_tile_tma) when the epilogue
+// allows it. On by default; PARALLAX_GEMM_EPILOGUE=direct selects the register -> st.global path everywhere
+// (an ablation switch for the benchmark, read once per process).
+bool tma_store_epilogue_enabled();
 
 // A 4D tensor of 16-bit values, dimensions innermost first (dims[0] contiguous), byte strides of dimensions
 // 1..3 (multiples of 16, < 2^40; any order, they need not grow), copied in boxes of box[0..3] elements with

@@ -79,9 +79,13 @@ struct WgmmaConfig {
   static constexpr int kChunkN = 32;
   static constexpr int kScratchPitch = kChunkN + 8;  // floats; +8 spreads the 8 rows of a float2 store
   static constexpr int kScratchBytes = 64 * kScratchPitch * 4;
-  // Dynamic shared memory: stages, epilogue scratch, then the barriers, plus 1024 bytes to align the base by
+  // The TMA-store epilogue (store_tile_tma) instead double-buffers 64 x 128-byte sub-tiles per consumer
+  // warpgroup: two 8 KiB swizzle-atom-aligned buffers. The two epilogues share one region per warpgroup.
+  static constexpr int kStoreBufBytes = 64 * 128;
+  static constexpr int kEpilogueBytes = kScratchBytes > 2 * kStoreBufBytes ? kScratchBytes : 2 * kStoreBufBytes;
+  // Dynamic shared memory: stages, epilogue regions, then the barriers, plus 1024 bytes to align the base by
   // hand (the 128B swizzle needs 1024-byte aligned atoms; dynamic shared memory only guarantees 16).
-  static constexpr int kSmemBytes = kStages * kStageBytes + kConsumers * kScratchBytes + 2 * kStages * 8 + 1024;
+  static constexpr int kSmemBytes = kStages * kStageBytes + kConsumers * kEpilogueBytes + 2 * kStages * 8 + 1024;
   // L2 grouping of the tile order: kGroupM tile rows are walked column by column (in units of cluster
   // tile-pairs when clustered, so the rows in flight stay the same).
   static constexpr int kGroupM = 8;
@@ -91,6 +95,7 @@ struct WgmmaConfig {
   static_assert(BN == 128 || BN == 256, "BN: the wgmma wrappers exist for N = 128 and 256");
   static_assert(kStages >= 2, "at least double buffering");
   static_assert(kABytes % 1024 == 0 && kBBytes % 1024 == 0, "every operand tile starts on a swizzle atom");
+  static_assert(kEpilogueBytes % 1024 == 0, "the TMA-store buffers start on swizzle atoms");
   static_assert(BN % kChunkN == 0 && kChunkN % 8 == 0, "epilogue chunks: whole 8-column accumulator groups");
   static_assert((64 * kChunkN / 4) % 128 == 0, "epilogue: a chunk splits into 4-column pieces over 128 threads");
   static_assert(kSmemBytes <= 227 * 1024, "more dynamic shared memory than an H100 SM has");
@@ -135,12 +140,13 @@ struct WgmmaSmem {
   unsigned char* base;  // 1024-aligned
   __device__ __forceinline__ unsigned char* a(int s) const { return base + s * Cfg::kStageBytes; }
   __device__ __forceinline__ unsigned char* b(int s) const { return base + s * Cfg::kStageBytes + Cfg::kABytes; }
-  __device__ __forceinline__ float* scratch(int wg) const {
-    return reinterpret_cast<float*>(base + Cfg::kStages * Cfg::kStageBytes + wg * Cfg::kScratchBytes);
+  __device__ __forceinline__ unsigned char* epilogue(int wg) const {
+    return base + Cfg::kStages * Cfg::kStageBytes + wg * Cfg::kEpilogueBytes;
   }
+  __device__ __forceinline__ float* scratch(int wg) const { return reinterpret_cast<float*>(epilogue(wg)); }
   __device__ __forceinline__ std::uint64_t* full(int s) const {
     return reinterpret_cast<std::uint64_t*>(base + Cfg::kStages * Cfg::kStageBytes +
-                                            Cfg::kConsumers * Cfg::kScratchBytes) + s;
+                                            Cfg::kConsumers * Cfg::kEpilogueBytes) + s;
   }
   __device__ __forceinline__ std::uint64_t* empty(int s) const { return full(Cfg::kStages) + s; }
 };
@@ -304,10 +310,61 @@ __device__ __forceinline__ void store_tile(const float (&acc)[Cfg::BN / 2], floa
   }
 }
 
+// The asynchronous epilogue, used when the epilogue is alpha only and C suits TMA (the host decides:
+// `tma_store`). Why: with the direct path above, both consumer warpgroups spend the end of every tile pushing
+// 64 KiB through st.global while the tensor cores idle, and in the persistent kernel every SM does so at about
+// the same time, so the stores queue on DRAM. Here the accumulator only goes as far as shared memory (the
+// output type, 128B-swizzled like the operand tiles, so the 4-byte writes of the accumulator layout hit 32
+// distinct banks per warp), and one thread hands each 64-row x 128-byte sub-tile to a TMA bulk store; the
+// warpgroup goes straight on to the next tile's wgmma while the copies drain. Two buffers alternate, so a
+// sub-tile waits only for the store issued two sub-tiles earlier to have READ its buffer. Rows / columns
+// outside C are skipped by TMA itself, so partial tiles need no masking. Bias, beta and the activations stay
+// on the direct path: fully unrolled over the 128 accumulator registers they would double this code (the
+// I-cache lesson in docs/notes/tensor-core-gemm.md), and the plain form is what the large GEMMs use.
+template <class Cfg, typename Out>
+__device__ __forceinline__ void store_tile_tma(const float (&acc)[Cfg::BN / 2], unsigned char* buffers, int wg, int t,
+                                               int m0, int n0, const CUtensorMap* map_c, float alpha) {
+  constexpr int kSubCols = 128 / static_cast<int>(sizeof(Out));  // one swizzle row: 64 16-bit or 32 fp32 values
+  constexpr int kGroups = kSubCols / 8;                           // 8-column accumulator groups per sub-tile
+  static_assert(Cfg::BN % (2 * kSubCols) == 0, "an even number of sub-tiles, so buffer 0 is free at each tile");
+  const int warp = t / 32, lane = t % 32;
+  const int pair = 2 * (lane % 4);  // the accumulator layout: 2 adjacent columns per 8-column group
+#pragma unroll
+  for (int sub = 0; sub < Cfg::BN / kSubCols; ++sub) {
+    unsigned char* buf = buffers + (sub % 2) * Cfg::kStoreBufBytes;
+    if (t == 0) ptx::bulk_wait_group_read<1>();  // the store from this buffer (two sub-tiles ago) has read it
+    ptx::named_barrier_sync(1 + wg, 128);
+#pragma unroll
+    for (int g = 0; g < kGroups; ++g) {
+      const int j = sub * kGroups + g;
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int row = warp * 16 + lane / 4 + 8 * half;  // within this warpgroup's 64 rows
+        const int byte = (8 * g + pair) * static_cast<int>(sizeof(Out));
+        unsigned char* dst = buf + row * 128 + (((byte / 16) ^ (row % 8)) * 16) + byte % 16;
+        const float v0 = alpha * acc[4 * j + 2 * half], v1 = alpha * acc[4 * j + 2 * half + 1];
+        if constexpr (sizeof(Out) == 4) {
+          *reinterpret_cast<float2*>(dst) = make_float2(v0, v1);
+        } else {
+          Out two[2] = {from_float<Out>(v0), from_float<Out>(v1)};
+          *reinterpret_cast<std::uint32_t*>(dst) = *reinterpret_cast<const std::uint32_t*>(two);
+        }
+      }
+    }
+    ptx::fence_proxy_async_shared();  // this thread's st.shared -> visible to the TMA unit (async proxy)
+    ptx::named_barrier_sync(1 + wg, 128);
+    if (t == 0) {
+      ptx::tma_store_2d(map_c, buf, n0 + sub * kSubCols, m0 + wg * 64);
+      ptx::bulk_commit_group();
+    }
+  }
+}
+
 template <class Cfg, typename In, typename Out, bool kAMnMajor, bool kBMnMajor>
 __global__ void __launch_bounds__(Cfg::kThreads, 1)
-    gemm_wgmma_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b, int m,
-                      int n, int k, Out* __restrict__ c, std::int64_t ldc, bool vec_ok, EpilogueParams ep) {
+    gemm_wgmma_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
+                      const __grid_constant__ CUtensorMap map_c, bool tma_store, int m, int n, int k,
+                      Out* __restrict__ c, std::int64_t ldc, bool vec_ok, EpilogueParams ep) {
 #if PX_SM90_PTX
   extern __shared__ unsigned char smem_raw[];
   const std::uintptr_t raw = reinterpret_cast<std::uintptr_t>(smem_raw);
@@ -326,6 +383,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   if (tid == 0) {
     ptx::tma_prefetch_descriptor(&map_a);
     ptx::tma_prefetch_descriptor(&map_b);
+    if (tma_store) ptx::tma_prefetch_descriptor(&map_c);
     for (int s = 0; s < Cfg::kStages; ++s) {
       ptx::mbarrier_init(sm.full(s), 1);
       ptx::mbarrier_init(sm.empty(s), kConsumerWarps * Cfg::kClusterM);
@@ -417,13 +475,18 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
 #pragma unroll
     for (int i = 0; i < Cfg::BN / 2; ++i) ptx::register_fence(acc[i]);
     if (release_lane) release_stage<Cfg>(sm, prev_stage);
-    store_tile<Cfg, Out>(acc, sm.scratch(wg), wg, t, tm * Cfg::BM, tn * Cfg::BN, m, n, c, ldc, vec_ok, ep);
+    if (tma_store)
+      store_tile_tma<Cfg, Out>(acc, sm.epilogue(wg), wg, t, tm * Cfg::BM, tn * Cfg::BN, &map_c, ep.alpha);
+    else
+      store_tile<Cfg, Out>(acc, sm.scratch(wg), wg, t, tm * Cfg::BM, tn * Cfg::BN, m, n, c, ldc, vec_ok, ep);
   }
+  // The last bulk stores must have read their buffers before the block's shared memory goes away.
+  if (tma_store && t == 0) ptx::bulk_wait_group<0>();
   // Clusters: no CTA may exit while its peer can still multicast into its shared memory or arrive on its
   // barriers; after this barrier both have consumed (and so received) every stage and made every arrival.
   if constexpr (Cfg::kClusterM > 1) ptx::cluster_sync();
 #else
-  (void)m, (void)n, (void)k, (void)c, (void)ldc, (void)vec_ok, (void)ep;
+  (void)tma_store, (void)m, (void)n, (void)k, (void)c, (void)ldc, (void)vec_ok, (void)ep;
   __trap();  // never launched: the host requires sm_90 (require_sm90)
 #endif
 }

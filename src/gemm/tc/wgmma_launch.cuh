@@ -38,6 +38,14 @@ void launch_wgmma_instance(const GemmArgs& p, cudaStream_t stream) {
   const bool vec_ok = p.ldc % 4 == 0 && reinterpret_cast<std::uintptr_t>(p.c) % (4 * sizeof(Out)) == 0;
   const EpilogueParams ep{p.alpha, p.beta, p.bias, p.epilogue};
   Out* const c = static_cast<Out*>(p.c);
+  // The asynchronous TMA-store epilogue (store_tile_tma) when the epilogue is alpha only and C suits TMA.
+  const bool tma_store = tma_store_epilogue_enabled() && p.beta == 0.f && p.bias == nullptr &&
+                         p.epilogue == Epilogue::kNone &&
+                         reinterpret_cast<std::uintptr_t>(p.c) % 16 == 0 &&
+                         (p.ldc * static_cast<std::int64_t>(sizeof(Out))) % 16 == 0;
+  const CUtensorMap map_c =
+      tma_store ? make_tma_map_2d(p.c, p.c_type, p.m, p.n, p.ldc, 64, 128 / static_cast<int>(sizeof(Out)))
+                : CUtensorMap{};
 
   if constexpr (Cfg::kClusterM == 1) {
     int blocks = static_cast<int>(units);
@@ -48,7 +56,8 @@ void launch_wgmma_instance(const GemmArgs& p, cudaStream_t stream) {
       blocks = std::min(blocks, sms);
       if (p.max_sms > 0) blocks = std::min(blocks, p.max_sms);  // leave SMs to a concurrent kernel (NCCL)
     }
-    kernel<<<blocks, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(map_a, map_b, p.m, p.n, p.k, c, p.ldc, vec_ok, ep);
+    kernel<<<blocks, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(map_a, map_b, map_c, tma_store, p.m, p.n, p.k, c,
+                                                                p.ldc, vec_ok, ep);
     PX_CUDA_CHECK_LAUNCH();
   } else {
     cudaLaunchAttribute attr[1];
@@ -74,7 +83,8 @@ void launch_wgmma_instance(const GemmArgs& p, cudaStream_t stream) {
       if (p.max_sms > 0) clusters = std::min(clusters, std::max(1, p.max_sms / Cfg::kClusterM));
       config.gridDim = dim3(static_cast<unsigned>(std::min<long long>(units, clusters) * Cfg::kClusterM));
     }
-    PX_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, map_a, map_b, p.m, p.n, p.k, c, p.ldc, vec_ok, ep));
+    PX_CUDA_CHECK(
+        cudaLaunchKernelEx(&config, kernel, map_a, map_b, map_c, tma_store, p.m, p.n, p.k, c, p.ldc, vec_ok, ep));
     PX_CUDA_CHECK_LAUNCH();
   }
 }
