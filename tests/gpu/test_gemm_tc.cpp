@@ -622,6 +622,31 @@ TEST_F(GemmTcWgmma, PersistentMoreTilesThanSms) {
     }
 }
 
+// The TMA-store epilogue (wgmma_common.cuh, store_tile_tma: beta = 0, no bias, no activation, C 16-byte
+// aligned with ldc and n * sizeof(out) multiples of 16 bytes): partial tiles in m and n (TMA must skip rows
+// >= m and columns >= n, and nothing beyond column n may change: padded ldc), one 8-column sliver, k = 1, and
+// 2047 x 2304 (16 x 9 = 144 tiles of 128 x 256 > 132 SMs), so persistent blocks reuse their two store buffers
+// across tiles while earlier stores may still be draining. Both output widths: 64 16-bit / 32 fp32 columns per
+// store box.
+TEST_F(GemmTcWgmma, TmaStoreEpilogueEdgesAndWalks) {
+  const std::vector<Shape> shapes{{2047, 2304, 72, 8}, {1, 8, 64, 0}, {129, 264, 129, 3}, {1000, 136, 127, 16},
+                                  {300, 520, 1, 0},   {257, 512, 640, 1}};
+  for (const Shape& s : shapes)
+    for (Op op_a : kOps)
+      for (Op op_b : kOps) {
+        Case base{s.m, s.n, s.k, op_a, op_b, DType::kBF16};
+        base.pad = s.pad;
+        base.ld_mult8 = true;
+        const Inputs in = make_inputs(base);
+        for (DType out : kOutputs) {
+          Case c = base;
+          c.out = out;
+          c.alpha = s.m % 2 == 1 ? -0.75f : 1.f;
+          for (const auto& kernel : kTmaKernels) run_and_check(kernel, c, in);
+        }
+      }
+}
+
 // Level 14 (clusters of two CTAs stacked along M, each multicasting half of the B tile to both):
 //  * an odd number of 128-row tile rows, so the last pair's second CTA lies wholly below m: it must still
 //    load and multicast its half of B (its peer waits for those bytes) and store nothing;
