@@ -1,7 +1,7 @@
 """parallax.flash_attn_func gradients on the GPU against torch autograd through an fp32 reference (materialized
 scores, bottom-right causal mask, GQA by repeat_interleave so dk / dv sum over each group): "reference",
-"mma" and "wgmma" (compute capability 9.0 only) kernels, default and deterministic, bf16 / fp16, D 64 / 128, Sq != Sk, fully masked rows, packed-qkv
-slices, and bitwise reproducibility of deterministic=True."""
+"mma" and "wgmma" (compute capability 9.0 only) kernels, default and deterministic, bf16 / fp16, D 64 / 128,
+Sq != Sk, fully masked rows, packed-qkv slices, and bitwise reproducibility of deterministic=True."""
 
 from __future__ import annotations
 

@@ -719,8 +719,10 @@ void launch_attention_backward_preprocess(const AttentionBackwardArgs& a, const 
   const long long rows = static_cast<long long>(a.batch) * a.heads * a.seqlen_q;
   PX_REQUIRE((rows + 3) / 4 <= 0x7fffffffLL, "batch", "batch * heads * seqlen_q exceeds the grid limit");
   const unsigned row_blocks = static_cast<unsigned>((rows + 3) / 4);
-  if (a.dtype == DType::kBF16) attention_bwd_preprocess_kernel<__nv_bfloat16><<<row_blocks, 128, 0, stream>>>(p, a.head_dim);
-  else attention_bwd_preprocess_kernel<__half><<<row_blocks, 128, 0, stream>>>(p, a.head_dim);
+  if (a.dtype == DType::kBF16)
+    attention_bwd_preprocess_kernel<__nv_bfloat16><<<row_blocks, 128, 0, stream>>>(p, a.head_dim);
+  else
+    attention_bwd_preprocess_kernel<__half><<<row_blocks, 128, 0, stream>>>(p, a.head_dim);
   PX_CUDA_CHECK_LAUNCH();
 }
 
@@ -731,8 +733,10 @@ void launch_attention_backward_dq_convert(const AttentionBackwardArgs& a, const 
   p.dq_accum = ws.dq_accum;
   const long long rows = static_cast<long long>(a.batch) * a.heads * a.seqlen_q;
   const unsigned row_blocks = static_cast<unsigned>((rows + 3) / 4);
-  if (a.dtype == DType::kBF16) attention_bwd_dq_convert_kernel<__nv_bfloat16><<<row_blocks, 128, 0, stream>>>(p, a.head_dim);
-  else attention_bwd_dq_convert_kernel<__half><<<row_blocks, 128, 0, stream>>>(p, a.head_dim);
+  if (a.dtype == DType::kBF16)
+    attention_bwd_dq_convert_kernel<__nv_bfloat16><<<row_blocks, 128, 0, stream>>>(p, a.head_dim);
+  else
+    attention_bwd_dq_convert_kernel<__half><<<row_blocks, 128, 0, stream>>>(p, a.head_dim);
   PX_CUDA_CHECK_LAUNCH();
 }
 
