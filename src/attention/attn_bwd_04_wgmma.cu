@@ -46,7 +46,9 @@
 // barrier, which the other consumer reaches only after its step-it dQ product (the last reader) completed.
 //
 // Registers per consumer thread (D 128): dK 64 + dV 64 + S^T 32 + dP^T 32, then dQ 32 while P^T / dS^T live on
-// as 16 + 16 packed registers; setmaxnreg 240 (2 x 240 + 24 = 504 per 128 lanes <= 512).
+// as 16 + 16 packed registers; setmaxnreg 240 (2 x 240 + 24 = 504 per 128 lanes <= 512). ptxas (CUDA 13.0):
+// no spills in any of the 16 instances; the consumer region uses up to R225 (D 128) / R191 (D 64), the
+// producer region R15; shared memory 165,928 bytes (D 128) / 117,304 (D 64).
 //
 // Requirements (host, attention_tma_compatible): q/k/v/dout 16-byte aligned, strides multiples of 8 elements
 // and positive along dimensions longer than 1, B and Hkv <= 65535 (grid), plus the 16-byte rule for all eight
