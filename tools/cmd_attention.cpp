@@ -38,7 +38,7 @@ namespace parallax::cli {
 namespace {
 
 struct AttentionOptions {
-  std::vector<std::string> kernels{"tiled", "mma"};  // --backward: "mma" unless given
+  std::vector<std::string> kernels{"tiled", "mma"};  // --backward: "mma" (+ "wgmma" on sm_90) unless given
   bool kernels_given = false;
   bool backward = false;
   std::string deterministic = "both";  // --backward: off, on or both
@@ -141,7 +141,8 @@ int run_attention_backward(const AttentionOptions& o, const DeviceInfo& device, 
   std::vector<bool> det_modes;
   if (o.deterministic != "on") det_modes.push_back(false);
   if (o.deterministic != "off") det_modes.push_back(true);
-  const std::vector<std::string> kernels = o.kernels_given ? o.kernels : std::vector<std::string>{"mma"};
+  std::vector<std::string> kernels = o.kernels_given ? o.kernels : std::vector<std::string>{"mma"};
+  if (!o.kernels_given && device.cc_major == 9 && device.cc_minor == 0) kernels.push_back("wgmma");
   const std::vector<Config> cfgs = configs(o);
   results::Document doc = results::make_document(device);
   doc.context = {{"dtype", o.dtype},
@@ -363,12 +364,12 @@ void add_attention(CLI::App& root, Action& action) {
   AttentionOptions& o = *options;
   CLI::App* cmd = root.add_subcommand("attention", "FlashAttention forward ladder vs level 1, with torch peers");
   cmd->footer("Examples:\n  parallax attention --quick\n  parallax attention --kernel mma,wgmma --head-dim 128 --causal on\n"
-              "  parallax attention --backward --torch-peers --head-dim 128\n"
+              "  parallax attention --backward --kernel mma,wgmma --torch-peers --head-dim 128\n"
               "  python scripts/attention_peers.py --out peers.json && parallax attention --peers peers.json");
   add_output_options(*cmd, o.output);
   auto* kernel_opt = cmd->add_option("--kernel", o.kernels,
                                      "Kernels, comma-separated (reference, tiled, mma, wgmma, auto; --backward: "
-                                     "reference, mma, auto; default mma)")
+                                     "reference, mma, wgmma, auto; default mma, plus wgmma on sm_90)")
       ->delimiter(',')
       ->check([](const std::string& s) {
         try {
@@ -402,8 +403,9 @@ void add_attention(CLI::App& root, Action& action) {
     if (options->backward && options->kernels_given)
       for (const std::string& k : options->kernels) {
         const AttentionKernel parsed = parse_attention_kernel(k);
-        if (parsed == AttentionKernel::kTiled || parsed == AttentionKernel::kWgmma)
-          throw CLI::ValidationError("--kernel", "kernel '" + k + "' has no backward (valid: reference, mma, auto)");
+        if (parsed == AttentionKernel::kTiled)
+          throw CLI::ValidationError("--kernel",
+                                     "kernel '" + k + "' has no backward (valid: reference, mma, wgmma, auto)");
       }
     action = [options] { return run_attention(*options); };
   });

@@ -128,8 +128,9 @@ struct AttentionBackwardArgs {
   std::optional<float> softmax_scale;  // default 1 / sqrt(D); must match the forward's
   bool causal = false;
   // The default accumulates dq with fp32 atomics from many CTAs, so its last bits depend on scheduling.
-  // deterministic = true computes dq in a separate pass that owns each dq row (no atomics): bitwise
-  // identical results run to run, at the price of recomputing S and dP once more.
+  // deterministic = true makes the results bitwise identical run to run: "mma" computes dq in a separate pass
+  // that owns each dq row (no atomics; S and dP are recomputed), "wgmma" orders the additions (key block 0,
+  // 1, 2, ... per query block, kept by semaphores).
   bool deterministic = false;
 
   float scale() const;  // softmax_scale or 1 / sqrt(head_dim)
@@ -143,17 +144,20 @@ struct AttentionBackwardArgs {
 void validate(const AttentionBackwardArgs& args);
 
 // Kernels of the backward ladder: "reference" (level 1: materialized fp32 rows, the GPU reference of the
-// tests), "mma" (level 3: FA2-style mma.sync / ldmatrix / cp.async, sm_80+), "auto" (mma when the layout
-// allows 16-byte vectors on sm_80+, else reference). "tiled" and "wgmma" have no backward (yet): asking for
-// them is an InvalidArgument that lists these names.
+// tests), "mma" (level 3: FA2-style mma.sync / ldmatrix / cp.async, sm_80+), "wgmma" (level 4: FA3-style
+// wgmma / TMA / warp specialization, compute capability 9.0 only; q/k/v/dout must be TMA-describable: strides
+// > 0 along dimensions longer than 1, batch and heads <= 65535), "auto" (wgmma on 9.0 when TMA can describe
+// the tensors, else mma when the layout allows 16-byte vectors on sm_80+, else reference). "tiled" has no
+// backward: asking for it is an InvalidArgument that lists these names.
 std::vector<std::string_view> attention_backward_kernel_names();
 
 // FLOP count of one backward: 2.5 x attention_flops (five GEMMs of 2 Sq Sk D each against the forward's two;
 // the FlashAttention papers' convention), halved when causal like the forward's.
 double attention_backward_flops(int batch, int heads, int seqlen_q, int seqlen_k, int head_dim, bool causal);
 
-// Asynchronous on `stream`; validates everything on the host first. Workspace (fp32 Delta [B, H, Sq] and,
-// unless deterministic, an fp32 dq accumulator [B, H, Sq, D]) is allocated and freed stream-ordered on
+// Asynchronous on `stream`; validates everything on the host first. Workspace (fp32 Delta [B, H, Sq], an fp32
+// dq accumulator [B, H, Sq, D] unless "mma" runs deterministic, and for "wgmma" deterministic one int per
+// 64-row query block) is allocated and freed stream-ordered on
 // `stream` (cudaMallocAsync / cudaFreeAsync: the pool of the device keeps it cached between calls).
 void attention_backward(const AttentionBackwardArgs& args, cudaStream_t stream = nullptr,
                         std::string_view kernel = "auto");

@@ -264,8 +264,9 @@ PARALLAX_API parallax_status_t parallax_attention_forward(const parallax_attenti
  * given dout = dL/dout. q, out, dout, dq: [B, Sq, H, D]; k, v, dk, dv: [B, Sk, Hkv, D]; strides in elements
  * {batch, seq, head}, unit stride along D. out and lse (required, [B, H, Sq] fp32) are the forward's results
  * for these q, k, v with the same causal / softmax_scale (0: 1 / sqrt(head_dim)). GQA: dk / dv are summed over
- * each kv head's group. deterministic != 0: bitwise reproducible dq (no atomics; slower). `kernel`: NULL or
- * "auto", "reference", "mma" (or "1", "3"); "tiled" / "wgmma" have no backward (invalid argument).
+ * each kv head's group. deterministic != 0: bitwise reproducible dq (slower). `kernel`: NULL or "auto",
+ * "reference", "mma", "wgmma" (or "1", "3", "4"; "wgmma" needs compute capability 9.0); "tiled" has no
+ * backward (invalid argument).
  * Workspace is allocated stream-ordered on `stream` (cudaMallocAsync). Asynchronous on `stream`.
  * The caller sets struct_size = sizeof(parallax_attention_backward_args_t).
  * ------------------------------------------------------------------------------------------------------- */

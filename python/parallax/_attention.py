@@ -17,7 +17,7 @@ from . import _lib
 
 _DTYPES = {"torch.float16": 1, "torch.bfloat16": 2}  # parallax_dtype_t
 KERNELS = ("auto", "reference", "tiled", "mma", "wgmma")
-BACKWARD_KERNELS = ("auto", "reference", "mma")  # the levels with a backward
+BACKWARD_KERNELS = ("auto", "reference", "mma", "wgmma")  # the levels with a backward
 
 
 class AttentionArgsStruct(ctypes.Structure):
@@ -260,7 +260,7 @@ def _autograd_function():
 def flash_attn_func(q, k, v, causal=False, softmax_scale=None, deterministic=False, kernel="auto"):
     """flash_attn with gradients: a torch.autograd.Function whose forward saves out and lse and whose backward
     calls parallax's attention backward. Same layouts and options as flash_attn; deterministic=True makes the
-    gradients bitwise reproducible. kernel ("auto", "reference", "mma") is used for both directions."""
+    gradients bitwise reproducible. kernel ("auto", "reference", "mma", "wgmma") is used for both directions."""
     if not isinstance(kernel, str) or kernel not in BACKWARD_KERNELS:
         raise ValueError(f"kernel: {kernel!r} has no backward; valid: {', '.join(BACKWARD_KERNELS)}")
     if not isinstance(deterministic, bool):

@@ -1,7 +1,7 @@
 """parallax.flash_attn_func gradients on the GPU against torch autograd through an fp32 reference (materialized
-scores, bottom-right causal mask, GQA by repeat_interleave so dk / dv sum over each group): "reference" and
-"mma" kernels, default and deterministic, bf16 / fp16, D 64 / 128, Sq != Sk, fully masked rows, packed-qkv
-slices, and bitwise reproducibility of deterministic=True."""
+scores, bottom-right causal mask, GQA by repeat_interleave so dk / dv sum over each group): "reference",
+"mma" and "wgmma" (compute capability 9.0 only) kernels, default and deterministic, bf16 / fp16, D 64 / 128,
+Sq != Sk, fully masked rows, packed-qkv slices, and bitwise reproducibility of deterministic=True."""
 
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ def relative_error(got, ref):
     return ((got.float() - ref).norm() / ref.norm().clamp_min(1e-12)).item()
 
 
-@pytest.mark.parametrize("kernel", ["reference", "mma"])
+@pytest.mark.parametrize("kernel", ["reference", "mma", "wgmma"])
 @pytest.mark.parametrize("deterministic", [False, True])
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 @pytest.mark.parametrize("shape", [(2, 128, 128, 8, 8, 64), (1, 100, 37, 8, 2, 128), (2, 17, 300, 4, 1, 64),
@@ -56,6 +56,8 @@ def relative_error(got, ref):
 def test_gradients_match_fp32_autograd(kernel, deterministic, dtype, shape, causal):
     if kernel == "reference" and deterministic:
         pytest.skip("level 1 is deterministic by construction; one run of it is enough")
+    if kernel == "wgmma" and torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("kernel 'wgmma' needs compute capability 9.0")
     B, Sq, Sk, H, Hkv, D = shape
     q, k, v, dout = inputs(B, Sq, Sk, H, Hkv, D, dtype)
     q.requires_grad_(True), k.requires_grad_(True), v.requires_grad_(True)
@@ -79,12 +81,15 @@ def test_gradients_match_fp32_autograd(kernel, deterministic, dtype, shape, caus
             assert got.float().abs().max().item() <= 1e-5, f"{what}: {name} must be ~0, got {got.abs().max()}"
 
 
-def test_deterministic_is_bitwise_reproducible():
+@pytest.mark.parametrize("kernel", ["mma", "wgmma"])
+def test_deterministic_is_bitwise_reproducible(kernel):
+    if kernel == "wgmma" and torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("kernel 'wgmma' needs compute capability 9.0")
     q, k, v, dout = inputs(2, 1000, 1100, 8, 2, 128, "bfloat16", salt=1)
     runs = []
     for _ in range(2):
         qq, kk, vv = (t.clone().requires_grad_(True) for t in (q, k, v))
-        out = parallax.flash_attn_func(qq, kk, vv, causal=True, deterministic=True, kernel="mma")
+        out = parallax.flash_attn_func(qq, kk, vv, causal=True, deterministic=True, kernel=kernel)
         runs.append(torch.autograd.grad(out, (qq, kk, vv), dout))
     for a, b in zip(*runs):
         assert torch.equal(a, b)

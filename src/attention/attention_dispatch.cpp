@@ -171,6 +171,15 @@ bool attention_vector_aligned(const AttentionBackwardArgs& a) {
          strides_ok(a.dv_strides);
 }
 
+bool attention_backward_tma_compatible(const AttentionBackwardArgs& a) {
+  if (!attention_vector_aligned(a) || !attention_tma_compatible(a.forward())) return false;
+  // dout is read through a tensor map like q (same shape [B, Sq, H, D]).
+  AttentionArgs f = a.forward();
+  f.q = a.dout;
+  f.q_strides = a.dout_strides;
+  return attention_tma_compatible(f);
+}
+
 namespace {
 int current_cc_major() {
   int device = 0, major = 0;
@@ -195,6 +204,21 @@ AttentionKernel choose_attention_kernel(const AttentionArgs& a) {
   if (major == 9 && minor == 0 && attention_tma_compatible(a)) return AttentionKernel::kWgmma;
   if (major >= 8 && attention_vector_aligned(a)) return AttentionKernel::kMma;
   return AttentionKernel::kTiled;
+}
+
+// Backward "auto": level 4 on compute capability 9.0 when TMA can describe q/k/v/dout (and all eight tensors
+// allow 16-byte vectors), else level 3 on sm_80+ with 16-byte-aligned tensors, else level 1.
+AttentionKernel choose_attention_backward_kernel(const AttentionBackwardArgs& a) {
+  int device = 0, major = 0, minor = 0;
+  PX_CUDA_CHECK(cudaGetDevice(&device));
+  PX_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  PX_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+  return choose_attention_backward_kernel(a, major, minor);
+}
+AttentionKernel choose_attention_backward_kernel(const AttentionBackwardArgs& a, int cc_major, int cc_minor) {
+  if (cc_major == 9 && cc_minor == 0 && attention_backward_tma_compatible(a)) return AttentionKernel::kWgmma;
+  if (cc_major >= 8 && attention_vector_aligned(a)) return AttentionKernel::kMma;
+  return AttentionKernel::kReference;
 }
 
 }  // namespace detail
@@ -341,7 +365,7 @@ void validate(const AttentionBackwardArgs& a) {
   }
 }
 
-std::vector<std::string_view> attention_backward_kernel_names() { return {"auto", "reference", "mma"}; }
+std::vector<std::string_view> attention_backward_kernel_names() { return {"auto", "reference", "mma", "wgmma"}; }
 
 namespace {
 
@@ -369,25 +393,37 @@ class StreamScratch {
 
 void attention_backward(const AttentionBackwardArgs& args, cudaStream_t stream, AttentionKernel kernel) {
   (void)attention_kernel_name(kernel);  // rejects values outside the enum before anything else
-  if (kernel == AttentionKernel::kTiled || kernel == AttentionKernel::kWgmma)
+  if (kernel == AttentionKernel::kTiled)
     throw InvalidArgument("kernel", "kernel '" + std::string(attention_kernel_name(kernel)) +
-                                        "' has no backward; valid for the backward: auto, reference, mma");
+                                        "' has no backward; valid for the backward: auto, reference, mma, wgmma");
   validate(args);
-  if (kernel == AttentionKernel::kAuto)
-    kernel = detail::current_cc_major() >= 8 && detail::attention_vector_aligned(args) ? AttentionKernel::kMma
-                                                                                        : AttentionKernel::kReference;
-  if (kernel == AttentionKernel::kMma) {
+  if (kernel == AttentionKernel::kAuto) kernel = detail::choose_attention_backward_kernel(args);
+  if (kernel == AttentionKernel::kMma || kernel == AttentionKernel::kWgmma) {
+    const std::string name(attention_kernel_name(kernel));
     PX_REQUIRE(detail::attention_vector_aligned(args), "q",
-               "kernel 'mma' needs q, k, v, out, dout, dq, dk, dv 16-byte aligned and all their strides multiples "
-               "of 8 elements (use 'reference' or 'auto' for other layouts)");
-    detail::require_cc("mma", 8, detail::current_cc_major());
+               "kernel '" + name + "' needs q, k, v, out, dout, dq, dk, dv 16-byte aligned and all their strides "
+               "multiples of 8 elements (use 'reference' or 'auto' for other layouts)");
+  }
+  if (kernel == AttentionKernel::kMma) detail::require_cc("mma", 8, detail::current_cc_major());
+  if (kernel == AttentionKernel::kWgmma) {
+    PX_REQUIRE(detail::attention_backward_tma_compatible(args), "q_strides",
+               "backward kernel 'wgmma' loads q/k/v/dout through TMA: every q/k/v/dout stride of a dimension longer "
+               "than 1 must be > 0 (no broadcasting) and batch, heads must be <= 65535 (use 'mma' or 'auto' for "
+               "other layouts)");
+    detail::require_cc("wgmma", 9, detail::current_cc_major());
   }
   const std::size_t rows = static_cast<std::size_t>(args.batch) * args.heads * args.seqlen_q;
   StreamScratch delta(rows, stream);
-  const bool accumulate_dq = kernel == AttentionKernel::kMma && !args.deterministic;
+  // Level 3 accumulates dq in fp32 only in the default mode (deterministic: a separate dQ pass); level 4
+  // always does, in deterministic mode in a fixed order kept by one int semaphore per 64-row query block.
+  const bool accumulate_dq =
+      (kernel == AttentionKernel::kMma && !args.deterministic) || kernel == AttentionKernel::kWgmma;
   StreamScratch dq_accum(accumulate_dq ? rows * args.head_dim : 0, stream);
-  const detail::AttentionBackwardWorkspace ws{delta.get(), dq_accum.get()};
+  StreamScratch semaphores(kernel == AttentionKernel::kWgmma ? detail::attention_backward_wgmma_semaphores(args) : 0,
+                           stream);  // int32 counters, sized in 4-byte units like the floats
+  const detail::AttentionBackwardWorkspace ws{delta.get(), dq_accum.get(), reinterpret_cast<int*>(semaphores.get())};
   if (kernel == AttentionKernel::kReference) return detail::launch_attention_backward_reference(args, ws, stream);
+  if (kernel == AttentionKernel::kWgmma) return detail::launch_attention_backward_wgmma(args, ws, stream);
   return detail::launch_attention_backward_mma(args, ws, stream);
 }
 

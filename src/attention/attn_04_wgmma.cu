@@ -64,8 +64,8 @@
 #include <string>
 #include <type_traits>
 
+#include "attention/attention_tma.hpp"
 #include "attention/launchers.hpp"
-#include "gemm/tc/tma_map.hpp"
 #include "parallax/core.hpp"
 #include "ptx/mbarrier.cuh"
 #include "ptx/sm80.cuh"
@@ -448,32 +448,14 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
 #endif
 }
 
-// Byte stride of one [B, S, H, D] dimension for the tensor map. A dimension of extent 1 is never stepped, so
-// any legal value does (the caller's may be 0 or not a multiple of 16 there).
-uint64_t tma_stride_bytes(std::int64_t elems, long long extent) {
-  const uint64_t bytes = static_cast<uint64_t>(elems) * 2;
-  if (extent == 1 && (bytes == 0 || bytes % 16 != 0 || bytes >= (uint64_t{1} << 40))) return 16;
-  return bytes;
-}
-
-CUtensorMap make_operand_map(const void* base, DType type, int seqlen, int heads, int batch, int head_dim,
-                             const AttentionStrides& st, int box_rows) {
-  const uint64_t dims[4] = {static_cast<uint64_t>(head_dim), static_cast<uint64_t>(seqlen),
-                            static_cast<uint64_t>(heads), static_cast<uint64_t>(batch)};
-  const uint64_t strides[3] = {tma_stride_bytes(st.seq, seqlen), tma_stride_bytes(st.head, heads),
-                               tma_stride_bytes(st.batch, batch)};
-  const uint32_t box[4] = {64, static_cast<uint32_t>(box_rows), 1, 1};
-  return make_tma_map_4d(base, type, dims, strides, box);
-}
-
 template <typename T, class Cfg, bool kCausal>
 void launch_instance(const AttentionArgs& a, const WgmmaAttentionParams& params, cudaStream_t stream) {
   const CUtensorMap map_q =
-      make_operand_map(a.q, a.dtype, a.seqlen_q, a.heads, a.batch, a.head_dim, a.q_strides, Cfg::kBlockM);
+      make_attention_operand_map(a.q, a.dtype, a.seqlen_q, a.heads, a.batch, a.head_dim, a.q_strides, Cfg::kBlockM);
   const CUtensorMap map_k =
-      make_operand_map(a.k, a.dtype, a.seqlen_k, a.heads_kv, a.batch, a.head_dim, a.k_strides, Cfg::kBlockN);
+      make_attention_operand_map(a.k, a.dtype, a.seqlen_k, a.heads_kv, a.batch, a.head_dim, a.k_strides, Cfg::kBlockN);
   const CUtensorMap map_v =
-      make_operand_map(a.v, a.dtype, a.seqlen_k, a.heads_kv, a.batch, a.head_dim, a.v_strides, Cfg::kBlockN);
+      make_attention_operand_map(a.v, a.dtype, a.seqlen_k, a.heads_kv, a.batch, a.head_dim, a.v_strides, Cfg::kBlockN);
   auto* kernel = &attention_wgmma_kernel<T, Cfg, kCausal>;
   PX_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes));
   const dim3 grid(static_cast<unsigned>((a.seqlen_q + Cfg::kBlockM - 1) / Cfg::kBlockM),

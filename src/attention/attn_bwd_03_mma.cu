@@ -624,6 +624,38 @@ void launch_main(const AttentionBackwardArgs& a, const MmaBwdParams& params, cud
   }
 }
 
+MmaBwdParams make_bwd_params(const AttentionBackwardArgs& a, const AttentionBackwardWorkspace& ws) {
+  MmaBwdParams p{};
+  p.q = a.q;
+  p.k = a.k;
+  p.v = a.v;
+  p.out = a.out;
+  p.dout = a.dout;
+  p.lse = a.lse;
+  p.delta = ws.delta;
+  p.dq_accum = a.deterministic ? nullptr : ws.dq_accum;
+  p.dq = a.dq;
+  p.dk = a.dk;
+  p.dv = a.dv;
+  p.qs = a.q_strides;
+  p.ks = a.k_strides;
+  p.vs = a.v_strides;
+  p.os = a.out_strides;
+  p.dos = a.dout_strides;
+  p.dqs = a.dq_strides;
+  p.dks = a.dk_strides;
+  p.dvs = a.dv_strides;
+  p.batch = a.batch;
+  p.seqlen_q = a.seqlen_q;
+  p.seqlen_k = a.seqlen_k;
+  p.heads = a.heads;
+  p.heads_kv = a.heads_kv;
+  p.heads_per_kv = a.heads / a.heads_kv;
+  p.scale = a.scale();
+  p.scale_log2 = a.scale() * kLog2e;
+  return p;
+}
+
 template <typename T>
 void launch_typed(const AttentionBackwardArgs& a, const MmaBwdParams& params, cudaStream_t stream) {
   const long long rows = static_cast<long long>(a.batch) * a.heads * a.seqlen_q;
@@ -672,36 +704,40 @@ void launch_attention_backward_mma(const AttentionBackwardArgs& a, const Attenti
     throw Error("attention backward kernel 'mma' needs an sm_80+ GPU (mma.sync, cp.async); this device is sm_" +
                 std::to_string(major) + "x");
 
-  MmaBwdParams p{};
-  p.q = a.q;
-  p.k = a.k;
-  p.v = a.v;
-  p.out = a.out;
-  p.dout = a.dout;
-  p.lse = a.lse;
-  p.delta = ws.delta;
-  p.dq_accum = a.deterministic ? nullptr : ws.dq_accum;
-  p.dq = a.dq;
-  p.dk = a.dk;
-  p.dv = a.dv;
-  p.qs = a.q_strides;
-  p.ks = a.k_strides;
-  p.vs = a.v_strides;
-  p.os = a.out_strides;
-  p.dos = a.dout_strides;
-  p.dqs = a.dq_strides;
-  p.dks = a.dk_strides;
-  p.dvs = a.dv_strides;
-  p.batch = a.batch;
-  p.seqlen_q = a.seqlen_q;
-  p.seqlen_k = a.seqlen_k;
-  p.heads = a.heads;
-  p.heads_kv = a.heads_kv;
-  p.heads_per_kv = a.heads / a.heads_kv;
-  p.scale = a.scale();
-  p.scale_log2 = a.scale() * kLog2e;
+  const MmaBwdParams p = make_bwd_params(a, ws);
   if (a.dtype == DType::kBF16) launch_typed<__nv_bfloat16>(a, p, stream);
   else launch_typed<__half>(a, p, stream);
+}
+
+// Level 3's first and last launches on their own, for level 4 (attn_bwd_04_wgmma.cu), which always uses the
+// accumulator (ws.dq_accum), deterministic or not.
+void launch_attention_backward_preprocess(const AttentionBackwardArgs& a, const AttentionBackwardWorkspace& ws,
+                                          cudaStream_t stream) {
+  PX_REQUIRE(ws.delta != nullptr, "workspace", "the backward preprocess needs the Delta buffer");
+  MmaBwdParams p = make_bwd_params(a, ws);
+  p.dq_accum = ws.dq_accum;
+  const long long rows = static_cast<long long>(a.batch) * a.heads * a.seqlen_q;
+  PX_REQUIRE((rows + 3) / 4 <= 0x7fffffffLL, "batch", "batch * heads * seqlen_q exceeds the grid limit");
+  const unsigned row_blocks = static_cast<unsigned>((rows + 3) / 4);
+  if (a.dtype == DType::kBF16)
+    attention_bwd_preprocess_kernel<__nv_bfloat16><<<row_blocks, 128, 0, stream>>>(p, a.head_dim);
+  else
+    attention_bwd_preprocess_kernel<__half><<<row_blocks, 128, 0, stream>>>(p, a.head_dim);
+  PX_CUDA_CHECK_LAUNCH();
+}
+
+void launch_attention_backward_dq_convert(const AttentionBackwardArgs& a, const AttentionBackwardWorkspace& ws,
+                                          cudaStream_t stream) {
+  PX_REQUIRE(ws.dq_accum != nullptr, "workspace", "the dq conversion needs the fp32 dq accumulator");
+  MmaBwdParams p = make_bwd_params(a, ws);
+  p.dq_accum = ws.dq_accum;
+  const long long rows = static_cast<long long>(a.batch) * a.heads * a.seqlen_q;
+  const unsigned row_blocks = static_cast<unsigned>((rows + 3) / 4);
+  if (a.dtype == DType::kBF16)
+    attention_bwd_dq_convert_kernel<__nv_bfloat16><<<row_blocks, 128, 0, stream>>>(p, a.head_dim);
+  else
+    attention_bwd_dq_convert_kernel<__half><<<row_blocks, 128, 0, stream>>>(p, a.head_dim);
+  PX_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace parallax::detail

@@ -4,6 +4,8 @@
 
 #include <cuda_runtime.h>
 
+#include <cstddef>
+
 #include "parallax/attention.hpp"
 
 namespace parallax::detail {
@@ -28,9 +30,11 @@ void launch_attention_wgmma(const AttentionArgs& args, cudaStream_t stream);    
 // ---- backward --------------------------------------------------------------------------------------------
 // Workspace of one backward call, allocated by the dispatcher (stream-ordered) and passed to the levels:
 // delta = rowsum(dO * O) fp32 [B, H, Sq]; dq_accum fp32 [B, H, Sq, D] (nullptr when the level does not use it).
+// dq_semaphore int [B, H, ceil(Sq / 64)]: level 4's deterministic mode (the order of the dq additions).
 struct AttentionBackwardWorkspace {
   float* delta = nullptr;
   float* dq_accum = nullptr;
+  int* dq_semaphore = nullptr;
 };
 void launch_attention_backward_reference(const AttentionBackwardArgs& args, const AttentionBackwardWorkspace& ws,
                                          cudaStream_t stream);  // level 1
@@ -38,5 +42,24 @@ void launch_attention_backward_mma(const AttentionBackwardArgs& args, const Atte
                                    cudaStream_t stream);        // level 3, sm_80+
 // The 16-byte vector rule of levels 3-4, for the backward's eight tensors.
 bool attention_vector_aligned(const AttentionBackwardArgs& args);
+// Level 3's first and last launches, shared with level 4: Delta = rowsum(dO * out) into ws.delta (and, when
+// ws.dq_accum is set, zeroing the accumulator); dq = scale * ws.dq_accum in the input type.
+void launch_attention_backward_preprocess(const AttentionBackwardArgs& args, const AttentionBackwardWorkspace& ws,
+                                          cudaStream_t stream);
+void launch_attention_backward_dq_convert(const AttentionBackwardArgs& args, const AttentionBackwardWorkspace& ws,
+                                          cudaStream_t stream);
+// Backward level 4 (wgmma, sm_90a): reads q, k, v, dout through TMA tensor maps, so on top of the 16-byte rule
+// for all eight tensors it needs every q/k/v/dout stride of a dimension longer than 1 to be positive and
+// batch, heads <= 65535 (grid). "auto" falls back to level 3 otherwise.
+bool attention_backward_tma_compatible(const AttentionBackwardArgs& args);
+// What the backward's "auto" runs: "wgmma" on compute capability 9.0 when attention_backward_tma_compatible,
+// else "mma" on sm_80+ when all eight tensors allow 16-byte vectors, else "reference". The second form takes
+// the compute capability as arguments (the rule itself, testable without a GPU).
+AttentionKernel choose_attention_backward_kernel(const AttentionBackwardArgs& args);
+AttentionKernel choose_attention_backward_kernel(const AttentionBackwardArgs& args, int cc_major, int cc_minor);
+// Number of int semaphores level 4 needs in ws.dq_semaphore (0 unless deterministic).
+std::size_t attention_backward_wgmma_semaphores(const AttentionBackwardArgs& args);
+void launch_attention_backward_wgmma(const AttentionBackwardArgs& args, const AttentionBackwardWorkspace& ws,
+                                     cudaStream_t stream);      // level 4, sm_90a
 
 }  // namespace parallax::detail

@@ -83,6 +83,7 @@ __device__ __forceinline__ void register_fence(float& r) { asm volatile("" : "+f
 __device__ __forceinline__ void register_fence(std::uint32_t& r) { asm volatile("" : "+r"(r)::"memory"); }
 
 #include "ptx/wgmma_generated.inc"
+#include "ptx/wgmma_n64_generated.inc"
 
 // A from registers ("RS" form, used by attention's O += P V where P never leaves the registers):
 //   wgmma.mma_async.sync.aligned.m64nNk16.f32.T.T {d...}, {a0, a1, a2, a3}, desc_b, p, 1, 1, transB;

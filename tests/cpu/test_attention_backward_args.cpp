@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/attention_reference.hpp"
+#include "attention/launchers.hpp"
 #include "common/expect_invalid.hpp"
 #include "parallax/attention.hpp"
 #include "parallax/core.hpp"
@@ -153,17 +154,57 @@ TEST(AttentionBackwardArgs, OutputsMustNotOverlapInputsOrEachOther) {
 }
 
 TEST(AttentionBackwardArgs, KernelNamesAndValidationBeforeTheDevice) {
-  EXPECT_EQ(parallax::attention_backward_kernel_names(), (std::vector<std::string_view>{"auto", "reference", "mma"}));
+  EXPECT_EQ(parallax::attention_backward_kernel_names(),
+            (std::vector<std::string_view>{"auto", "reference", "mma", "wgmma"}));
   Fixture f;
-  for (const char* kernel : {"tiled", "wgmma", "2", "4"})
+  for (const char* kernel : {"tiled", "2"})
     expect_invalid([&] { parallax::attention_backward(f.valid(), nullptr, kernel); }, "kernel",
-                   "has no backward; valid for the backward: auto, reference, mma");
+                   "has no backward; valid for the backward: auto, reference, mma, wgmma");
   expect_invalid([&] { parallax::attention_backward(f.valid(), nullptr, "flash9"); }, "kernel",
                  "unknown attention kernel 'flash9'");
   auto a = f.valid();
   a.lse = nullptr;
-  for (const char* kernel : {"auto", "reference", "mma"})
+  for (const char* kernel : {"auto", "reference", "mma", "wgmma", "4"})
     expect_invalid([&] { parallax::attention_backward(a, nullptr, kernel); }, "lse", "is required");
+}
+
+// Backward level 4 reads q/k/v/dout through TMA tensor maps: layouts TMA cannot describe are an InvalidArgument
+// for an explicit "wgmma" request, raised before the device is touched, and "auto" never picks it for them.
+TEST(AttentionBackwardArgs, WgmmaNeedsTmaDescribableLayouts) {
+  Fixture f;
+  auto a = f.valid();
+  EXPECT_TRUE(parallax::detail::attention_backward_tma_compatible(a));
+  // Broadcast dout over heads (head stride 0): legal for every level, but TMA strides must be > 0.
+  a.dout_strides.head = 0;
+  EXPECT_NO_THROW(parallax::validate(a));
+  EXPECT_FALSE(parallax::detail::attention_backward_tma_compatible(a));
+  expect_invalid([&] { parallax::attention_backward(a, nullptr, "wgmma"); }, "q_strides", "dout");
+  expect_invalid([&] { parallax::attention_backward(a, nullptr, "4"); }, "q_strides", "no broadcasting");
+  // The same for k (a kv head broadcast over the sequence is not a TMA layout either).
+  a = f.valid(), a.k_strides.seq = 0;
+  EXPECT_FALSE(parallax::detail::attention_backward_tma_compatible(a));
+  expect_invalid([&] { parallax::attention_backward(a, nullptr, "wgmma"); }, "q_strides", "must be > 0");
+  // 16-byte rule first (any of the eight tensors), with the message level 3 gives.
+  a = f.valid(), a.dv_strides.seq += 4;
+  EXPECT_FALSE(parallax::detail::attention_backward_tma_compatible(a));
+  expect_invalid([&] { parallax::attention_backward(a, nullptr, "wgmma"); }, "q", "16-byte aligned");
+}
+
+TEST(AttentionBackwardArgs, AutoPicksWgmmaOnlyOnHopperWithTmaLayouts) {
+  using parallax::detail::choose_attention_backward_kernel;
+  Fixture f;
+  auto a = f.valid();
+  EXPECT_EQ(choose_attention_backward_kernel(a, 9, 0), AttentionKernel::kWgmma);
+  EXPECT_EQ(choose_attention_backward_kernel(a, 8, 0), AttentionKernel::kMma);
+  EXPECT_EQ(choose_attention_backward_kernel(a, 8, 9), AttentionKernel::kMma);
+  EXPECT_EQ(choose_attention_backward_kernel(a, 10, 0), AttentionKernel::kMma) << "sm_90a code runs on 9.0 only";
+  EXPECT_EQ(choose_attention_backward_kernel(a, 7, 5), AttentionKernel::kReference);
+  a.dout_strides.head = 0;  // not a TMA layout, still 16-byte vectors: level 3
+  EXPECT_EQ(choose_attention_backward_kernel(a, 9, 0), AttentionKernel::kMma);
+  a = f.valid(), a.q_strides.seq += 2;  // not even 16-byte vectors: level 1
+  EXPECT_EQ(choose_attention_backward_kernel(a, 9, 0), AttentionKernel::kReference);
+  a = f.valid(), a.batch = 70000;  // grid z / TMA coordinate limit of level 4
+  EXPECT_EQ(choose_attention_backward_kernel(a, 9, 0), AttentionKernel::kMma);
 }
 
 TEST(AttentionBackwardFlops, TwoAndAHalfTimesTheForward) {

@@ -1,10 +1,11 @@
-// GPU tests of the attention backward (issue 6): the "reference" (level 1) and "mma" (level 3) backward kernels.
+// GPU tests of the attention backward (issue 6): the "reference" (level 1), "mma" (level 3) and "wgmma" (level 4,
+// compute capability 9.0 only: skipped elsewhere) backward kernels. Every mma case runs for wgmma too.
 //
 //   Float64: small and odd shapes (lengths 1, 17, 100, 1000; Sq != Sk; causal with fully masked rows; GQA and
 //     MQA; padded strides whose padding holds NaN; custom scale) against the float64 CPU gradients of
 //     tests/common/attention_reference.hpp, computed from scratch from the exact 16-bit q, k, v, dO the GPU
 //     read. out and lse come from the forward's level 1 on the GPU, as a caller's would.
-//   Matrix: mma vs the reference level over B{1,2} x H{8,16} x S{512,1024,2048} x D{64,128} x causal (bf16),
+//   Matrix: mma / wgmma vs the reference level over B{1,2} x H{8,16} x S{512,1024,2048} x D{64,128} x causal (bf16),
 //     plus GQA H32/Hkv8 and Hkv1 and Sq != Sk; PARALLAX_TEST_QUICK=1 shrinks it (compute-sanitizer runs).
 //   Deterministic: two deterministic runs are bitwise identical (dq, dk, dv); default-mode dk / dv are too
 //     (they never use atomics); deterministic and default agree within rounding.
@@ -263,7 +264,19 @@ std::string config_name(const ::testing::TestParamInfo<Config>& info) {
          std::to_string(info.param.head_dim);
 }
 
-class AttentionBackwardFloat64 : public parallax::testing::GpuTestWithParam<Config> {};
+bool is_hopper() {
+  const auto& info = parallax::device_info();
+  return info.cc_major == 9 && info.cc_minor == 0;
+}
+
+class AttentionBackwardFloat64 : public parallax::testing::GpuTestWithParam<Config> {
+ protected:
+  void SetUp() override {
+    parallax::testing::GpuTestWithParam<Config>::SetUp();
+    if (IsSkipped()) return;
+    if (std::string(GetParam().kernel) == "wgmma" && !is_hopper()) GTEST_SKIP() << "kernel 'wgmma' needs an sm_90 GPU";
+  }
+};
 
 void run_vs_float64(const std::vector<Case>& cases, const Config& cfg) {
   for (std::size_t n = 0; n < cases.size(); ++n) {
@@ -287,7 +300,8 @@ void run_vs_float64(const std::vector<Case>& cases, const Config& cfg) {
   }
 }
 
-// Edges of the mma tiles (64 keys per CTA, 64 query rows per step), the smallest shapes, odd lengths.
+// Edges of the mma tiles (64 keys per CTA, 64 query rows per step) and of the wgmma ones (128 keys per CTA,
+// 64 query rows per step), the smallest shapes, odd lengths.
 TEST_P(AttentionBackwardFloat64, OddLengthsAndTileEdges) {
   run_vs_float64({{1, 1, 1, 1, 1, false},
                   {1, 17, 17, 2, 2, false},
@@ -295,6 +309,9 @@ TEST_P(AttentionBackwardFloat64, OddLengthsAndTileEdges) {
                   {1, 63, 65, 1, 1, false},
                   {1, 64, 64, 1, 1, false},
                   {2, 129, 200, 2, 2, false},
+                  {1, 127, 127, 1, 1, false},
+                  {1, 128, 129, 1, 1, false},
+                  {1, 65, 257, 1, 1, false},
                   {1, 1000, 1000, 1, 1, false}},
                  GetParam());
 }
@@ -306,6 +323,8 @@ TEST_P(AttentionBackwardFloat64, CausalShapes) {
                   {1, 129, 17, 2, 2, true},
                   {1, 17, 1000, 1, 1, true},
                   {1, 100, 130, 1, 1, true},
+                  {1, 200, 129, 1, 1, true},
+                  {1, 64, 255, 1, 1, true},
                   {2, 1000, 1000, 2, 1, true}},
                  GetParam());
 }
@@ -324,20 +343,31 @@ INSTANTIATE_TEST_SUITE_P(Backward, AttentionBackwardFloat64,
                          ::testing::Values(Config{DType::kBF16, 64, "reference"}, Config{DType::kBF16, 128, "reference"},
                                            Config{DType::kF16, 128, "reference"}, Config{DType::kBF16, 64, "mma"},
                                            Config{DType::kBF16, 128, "mma"}, Config{DType::kF16, 64, "mma"},
-                                           Config{DType::kF16, 128, "mma"}),
+                                           Config{DType::kF16, 128, "mma"}, Config{DType::kBF16, 64, "wgmma"},
+                                           Config{DType::kBF16, 128, "wgmma"}, Config{DType::kF16, 64, "wgmma"},
+                                           Config{DType::kF16, 128, "wgmma"}),
                          config_name);
 
-class AttentionBackwardMma : public parallax::testing::GpuTest {};
+// The level-3 suite, run for level 4 too (instances Level3 / Level4; the wgmma ones skip off compute
+// capability 9.0).
+class AttentionBackwardMma : public parallax::testing::GpuTestWithParam<const char*> {
+ protected:
+  void SetUp() override {
+    parallax::testing::GpuTestWithParam<const char*>::SetUp();
+    if (IsSkipped()) return;
+    if (std::string(GetParam()) == "wgmma" && !is_hopper()) GTEST_SKIP() << "kernel 'wgmma' needs an sm_90 GPU";
+  }
+};
 
-// mma (both modes) vs the reference level on the GPU, over the issue's matrix.
-void run_vs_reference(const Case& c, DType type, int d, std::uint64_t salt) {
+// mma / wgmma (both modes) vs the reference level on the GPU, over the issue's matrix.
+void run_vs_reference(const char* kernel, const Case& c, DType type, int d, std::uint64_t salt) {
   Problem p(c, type, d, salt);
   const auto ref_bits = p.run("reference", false);
   const std::vector<double> ref_dq = p.dq.dense(ref_bits.dq), ref_dk = p.dk.dense(ref_bits.dk),
                             ref_dv = p.dv.dense(ref_bits.dv);
   for (bool det : {false, true}) {
-    SCOPED_TRACE(describe(c, type, d, "mma", det));
-    const auto got = p.run("mma", det);
+    SCOPED_TRACE(describe(c, type, d, kernel, det));
+    const auto got = p.run(kernel, det);
     // The reference level's own output rounding adds one u: the bound stays 16 u in L2.
     const double u = unit(type);
     expect_close("dq", p.dq, got.dq, ref_dq, u);
@@ -346,7 +376,7 @@ void run_vs_reference(const Case& c, DType type, int d, std::uint64_t salt) {
   }
 }
 
-TEST_F(AttentionBackwardMma, MatrixVsReferenceLevel) {
+TEST_P(AttentionBackwardMma, MatrixVsReferenceLevel) {
   std::vector<int> batches{1, 2}, heads{8, 16}, seqs{512, 1024, 2048}, dims{64, 128};
   if (quick_mode()) batches = {1}, heads = {8}, seqs = {512};
   std::uint64_t salt = 100;
@@ -354,34 +384,36 @@ TEST_F(AttentionBackwardMma, MatrixVsReferenceLevel) {
     for (int h : heads)
       for (int s : seqs)
         for (int d : dims)
-          for (bool causal : {false, true}) run_vs_reference({b, s, s, h, h, causal}, DType::kBF16, d, salt++);
+          for (bool causal : {false, true})
+            run_vs_reference(GetParam(), {b, s, s, h, h, causal}, DType::kBF16, d, salt++);
 }
 
-TEST_F(AttentionBackwardMma, GqaAndUnequalLengthsVsReferenceLevel) {
+TEST_P(AttentionBackwardMma, GqaAndUnequalLengthsVsReferenceLevel) {
   const int s = quick_mode() ? 256 : 1024;
   std::uint64_t salt = 200;
   for (int d : {64, 128})
     for (bool causal : {false, true}) {
-      run_vs_reference({1, s, s, 32, 8, causal}, DType::kBF16, d, salt++);
-      run_vs_reference({2, s, s + 300, 32, 1, causal}, DType::kF16, d, salt++);
-      run_vs_reference({1, s + 300, s, 8, 2, causal}, DType::kBF16, d, salt++);
+      run_vs_reference(GetParam(), {1, s, s, 32, 8, causal}, DType::kBF16, d, salt++);
+      run_vs_reference(GetParam(), {2, s, s + 300, 32, 1, causal}, DType::kF16, d, salt++);
+      run_vs_reference(GetParam(), {1, s + 300, s, 8, 2, causal}, DType::kBF16, d, salt++);
     }
 }
 
-TEST_F(AttentionBackwardMma, DeterministicIsBitwiseReproducible) {
+TEST_P(AttentionBackwardMma, DeterministicIsBitwiseReproducible) {
+  const char* kernel = GetParam();
   std::uint64_t salt = 300;
   for (int d : {64, 128})
     for (bool causal : {false, true}) {
       const Case c{2, 1000, 1100, 8, 2, causal};
-      SCOPED_TRACE(describe(c, DType::kBF16, d, "mma", true));
+      SCOPED_TRACE(describe(c, DType::kBF16, d, kernel, true));
       Problem p(c, DType::kBF16, d, salt++);
-      const auto a = p.run("mma", true);
-      const auto b = p.run("mma", true);
+      const auto a = p.run(kernel, true);
+      const auto b = p.run(kernel, true);
       EXPECT_EQ(a.dq, b.dq) << "deterministic dq differs between two runs";
       EXPECT_EQ(a.dk, b.dk) << "deterministic dk differs between two runs";
       EXPECT_EQ(a.dv, b.dv) << "deterministic dv differs between two runs";
       // dk / dv never use atomics: identical in the default mode too, and to the deterministic mode.
-      const auto c1 = p.run("mma", false);
+      const auto c1 = p.run(kernel, false);
       EXPECT_EQ(c1.dk, a.dk) << "default-mode dk differs from deterministic dk";
       EXPECT_EQ(c1.dv, a.dv) << "default-mode dv differs from deterministic dv";
       // dq: same math in a different order of additions.
@@ -389,8 +421,9 @@ TEST_F(AttentionBackwardMma, DeterministicIsBitwiseReproducible) {
     }
 }
 
-TEST_F(AttentionBackwardMma, UnalignedLayoutsFallBackOrAreRejected) {
-  // Padding of 4 elements breaks the 16-byte rule of level 3: "auto" runs level 1, "mma" is an InvalidArgument.
+TEST_P(AttentionBackwardMma, UnalignedLayoutsFallBackOrAreRejected) {
+  // Padding of 4 elements breaks the 16-byte rule of levels 3-4: "auto" runs level 1, "mma" / "wgmma" is an
+  // InvalidArgument.
   const Case c{1, 70, 90, 2, 1, true, 4, 0};
   SCOPED_TRACE(describe(c, DType::kBF16, 64, "auto", false));
   Problem p(c, DType::kBF16, 64, 400);
@@ -402,11 +435,44 @@ TEST_F(AttentionBackwardMma, UnalignedLayoutsFallBackOrAreRejected) {
   expect_close("dk", p.dk, got.dk, ref.dk, unit(DType::kBF16));
   expect_close("dv", p.dv, got.dv, ref.dv, unit(DType::kBF16));
   try {
-    parallax::attention_backward(p.args(false), nullptr, "mma");
-    ADD_FAILURE() << "kernel 'mma' accepted a layout it cannot load with 16-byte vectors";
+    parallax::attention_backward(p.args(false), nullptr, GetParam());
+    ADD_FAILURE() << "kernel '" << GetParam() << "' accepted a layout it cannot load with 16-byte vectors";
   } catch (const parallax::InvalidArgument& e) {
     EXPECT_NE(std::string(e.what()).find("16-byte aligned"), std::string::npos) << e.what();
   }
 }
+
+// Level-4 specifics (run for the Level3 instance too: the shapes are edges of its tiles as well).
+// Long query walks per CTA: the Q / dO ring (2 stages for D 128, 3 for D 64) wraps many times, D 64 alternates
+// the dQ consumer over an odd number of steps, GQA walks several heads per CTA; key counts that leave the
+// second consumer of the last CTA empty (Sk % 128 in 1..64) or partial.
+TEST_P(AttentionBackwardMma, RingWrapAndConsumerEdgesVsReferenceLevel) {
+  const int s = quick_mode() ? 200 : 777;
+  std::uint64_t salt = 500;
+  for (int d : {64, 128})
+    for (bool causal : {false, true}) {
+      run_vs_reference(GetParam(), {1, s, 64 + 1, 4, 1, causal}, DType::kBF16, d, salt++);
+      run_vs_reference(GetParam(), {2, s, 128 + 64, 6, 3, causal}, DType::kF16, d, salt++);
+      run_vs_reference(GetParam(), {1, 3 * 64, s, 2, 2, causal}, DType::kBF16, d, salt++);
+    }
+}
+
+// On compute capability 9.0 "auto" runs level 4 for TMA-describable layouts: bitwise the same as an explicit
+// "wgmma" in deterministic mode.
+TEST_P(AttentionBackwardMma, AutoPicksThisLevelWhereExpected) {
+  const std::string kernel = GetParam();
+  if (kernel == "mma" && is_hopper()) GTEST_SKIP() << "'auto' runs wgmma on this device";
+  const Case c{1, 300, 333, 4, 2, true};
+  SCOPED_TRACE(describe(c, DType::kBF16, 128, "auto", true));
+  Problem p(c, DType::kBF16, 128, 600);
+  const auto a = p.run("auto", true);
+  const auto b = p.run(kernel, true);
+  EXPECT_EQ(a.dq, b.dq) << "'auto' did not run '" << kernel << "'";
+  EXPECT_EQ(a.dk, b.dk);
+  EXPECT_EQ(a.dv, b.dv);
+}
+
+INSTANTIATE_TEST_SUITE_P(Level3, AttentionBackwardMma, ::testing::Values("mma"));
+INSTANTIATE_TEST_SUITE_P(Level4, AttentionBackwardMma, ::testing::Values("wgmma"));
 
 }  // namespace
