@@ -35,6 +35,9 @@ using parallax::testing::matmul;
 using parallax::testing::random_matrix;
 using parallax::testing::upload;
 
+// One communicator clique per test (NCCL init costs ~1 s), reused across its cases.
+using Comms = std::vector<std::unique_ptr<Communicator>>;
+
 std::uint64_t test_seed() {
   static const std::uint64_t seed = [] {
     const char* env = std::getenv("PARALLAX_TEST_SEED");
@@ -65,7 +68,7 @@ void check_column(int ranks, const Case& c,
                   parallax::tp::Transport transport = parallax::tp::Transport::kAuto, int calls = 1,
                   int compute_streams = 2,
                   parallax::tp::ChunkSchedule schedule = parallax::tp::ChunkSchedule::kUniform,
-                  const std::string& gemm = "cublas") {
+                  const std::string& gemm = "cublas", Comms* shared = nullptr) {
   const std::uint64_t seed = test_seed() ^ (c.t * 1000003 + c.k * 1009 + c.n + ranks * 7 + c.chunks * 131 +
                                             static_cast<int>(transport) * 17 + calls + compute_streams * 4099 +
                                             static_cast<int>(schedule) * 8191);
@@ -89,7 +92,9 @@ void check_column(int ranks, const Case& c,
   for (std::int64_t i = 0; i < c.t; ++i)
     for (std::int64_t j = 0; j < c.n; ++j) db_ref[j] += dy.d[i * c.n + j];
 
-  auto comms = Communicator::create_local(ranks);
+  // `shared`: the caller's clique of `ranks` communicators (saves an NCCL init per case).
+  Comms owned = shared ? Comms{} : Communicator::create_local(ranks);
+  Comms& comms = shared ? *shared : owned;
   parallax::tp::Options opt;
   opt.chunks = c.chunks;
   opt.overlap = c.overlap;
@@ -146,7 +151,7 @@ void check_column(int ranks, const Case& c,
 
 // Row-parallel forward + backward on `ranks` GPUs against float64.
 void check_row(int ranks, const Case& c, int compute_streams = 2,
-               parallax::tp::ChunkSchedule schedule = parallax::tp::ChunkSchedule::kUniform) {
+               parallax::tp::ChunkSchedule schedule = parallax::tp::ChunkSchedule::kUniform, Comms* shared = nullptr) {
   const std::uint64_t seed = test_seed() ^ (c.t * 7919 + c.k * 104729 + c.n * 13 + ranks + c.chunks * 31 +
                                             compute_streams * 4099 + static_cast<int>(schedule) * 8191);
   const std::string ctx = describe(c, ranks, seed) + " compute streams " + std::to_string(compute_streams) + ", " +
@@ -163,7 +168,9 @@ void check_row(int ranks, const Case& c, int compute_streams = 2,
                              [&](auto p, auto j) { return w.d[j * c.n + p]; });
   const auto dw_ref = matmul(c.k, c.n, c.t, [&](auto i, auto p) { return x.d[p * c.k + i]; },
                              [&](auto p, auto j) { return dy.d[p * c.n + j]; });
-  auto comms = Communicator::create_local(ranks);
+  // `shared`: the caller's clique of `ranks` communicators (saves an NCCL init per case).
+  Comms owned = shared ? Comms{} : Communicator::create_local(ranks);
+  Comms& comms = shared ? *shared : owned;
   parallax::tp::Options opt;
   opt.chunks = c.chunks;
   opt.overlap = c.overlap;
@@ -323,8 +330,6 @@ void run_and_check_mlp(parallax::tp::TensorParallelMLP& layer, Communicator& com
   }
 }
 
-// One communicator clique per test (NCCL init costs ~1 s), reused across its cases.
-using Comms = std::vector<std::unique_ptr<Communicator>>;
 
 void check_mlp(Comms& comms, const MlpCase& c, bool save_h, const std::string& gemm = "cublas",
                int compute_streams = 2,
@@ -609,13 +614,14 @@ TEST_F(Tp2Gpu, ColumnComputeStreamsAndChunkSchedules) {
   using parallax::tp::ChunkSchedule;
   using parallax::tp::Transport;
   const Case cases[] = {{7, 17, 33, 3, true}, {600, 40, 75, 4, true}, {1000, 33, 64, 7, true}, {129, 64, 1000, 4, true}};
+  auto comms = Communicator::create_local(2);
   for (Transport tr : {Transport::kCopyEngine, Transport::kNccl})
     for (ChunkSchedule sched : {ChunkSchedule::kUniform, ChunkSchedule::kTapered})
       for (int streams : {1, 2, 3})
-        for (const Case& c : cases) check_column(2, c, tr, 2, streams, sched);
+        for (const Case& c : cases) check_column(2, c, tr, 2, streams, sched, "cublas", &comms);
   // Sequential baseline with the new options set: they must not change it (everything stays on one stream).
   for (ChunkSchedule sched : {ChunkSchedule::kUniform, ChunkSchedule::kTapered})
-    check_column(2, {600, 40, 75, 4, false}, Transport::kCopyEngine, 2, 2, sched);
+    check_column(2, {600, 40, 75, 4, false}, Transport::kCopyEngine, 2, 2, sched, "cublas", &comms);
 }
 
 // parallax's own GEMMs (auto: the persistent Hopper level on aligned shapes) on two concurrent compute
@@ -624,19 +630,21 @@ TEST_F(Tp2Gpu, ColumnParallaxGemmOnTwoComputeStreams) {
   using parallax::tp::ChunkSchedule;
   using parallax::tp::Transport;
   const Case cases[] = {{1024, 256, 1024, 4, true}, {2048, 128, 512, 8, true}, {1000, 96, 200, 5, true}};
-  for (Transport tr : {Transport::kCopyEngine, Transport::kNccl})
-    for (ChunkSchedule sched : {ChunkSchedule::kUniform, ChunkSchedule::kTapered})
-      for (const Case& c : cases) check_column(2, c, tr, 2, 2, sched, "auto");
+  auto comms = Communicator::create_local(2);
+  for (ChunkSchedule sched : {ChunkSchedule::kUniform, ChunkSchedule::kTapered}) {
+    for (const Case& c : cases) check_column(2, c, Transport::kCopyEngine, 2, 2, sched, "auto", &comms);
+    check_column(2, cases[0], Transport::kNccl, 2, 2, sched, "auto", &comms);
+  }
 }
 
 TEST_F(Tp2Gpu, RowAndMlpComputeStreamsAndChunkSchedules) {
   using parallax::tp::ChunkSchedule;
+  auto comms = Communicator::create_local(2);
   for (ChunkSchedule sched : {ChunkSchedule::kUniform, ChunkSchedule::kTapered})
     for (int streams : {1, 2, 3}) {
-      check_row(2, {600, 40, 75, 4, true}, streams, sched);
-      check_row(2, {129, 64, 33, 3, true}, streams, sched);
+      check_row(2, {600, 40, 75, 4, true}, streams, sched, &comms);
+      check_row(2, {129, 64, 33, 3, true}, streams, sched, &comms);
     }
-  auto comms = Communicator::create_local(2);
   for (ChunkSchedule sched : {ChunkSchedule::kUniform, ChunkSchedule::kTapered})
     for (int streams : {1, 2, 3})
       for (bool save_h : {true, false}) {
