@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The multi-GPU study on a lent machine with 2+ GPUs, from the repository root, in one call:
-#   device-check steps build + mgpu (the *2Gpu* tests) + comm, then `parallax tp` for every layer (column, row,
+#   device-check steps build + mgpu (the *2Gpu* tests, tp_mpi_2Gpu_copy_engine under mpirun included) + comm, then `parallax tp` for every layer (column, row,
 #   mlp), strong and weak scaling, overlap on/off, both column-forward transports, the torch + NCCL baseline
 #   (scripts/tp_torch_baseline.py), and `parallax report --quick` over all GPUs.
 #   scripts/device-mgpu.sh [OUT_DIR]     (OUT_DIR defaults to $OUT, then ./out)
@@ -15,7 +15,7 @@ BUILD_DIR=${BUILD_DIR:-build-device}
 P="$PWD/$BUILD_DIR/tools/parallax"
 G=$(nvidia-smi -L | wc -l)
 SHAPE=${TP_SHAPE:-"--t 8192 --k 8192 --n 28672"}
-T_BUILD=${T_BUILD:-200} T_MGPU=${T_MGPU:-150} T_COMM=${T_COMM:-90} STEPS="build mgpu comm" \
+T_BUILD=${T_BUILD:-200} T_MGPU=${T_MGPU:-300} T_COMM=${T_COMM:-90} STEPS="build mgpu comm" \
   BUDGET_S=${CHECK_BUDGET_S:-420} scripts/device-check.sh "$OUT_DIR"
 TP=$(mktemp -d)/tp && mkdir -p "$TP"
 run() {  # name, timeout, args...
@@ -33,6 +33,11 @@ run row_ctas16 60 --layer row --overlap both --nccl-max-ctas 16
 run mlp 120 --layer mlp --overlap both
 run column_weak 60 --layer column --scaling weak --overlap both
 run column_cublas 60 --layer column --overlap on --gemm cublas --transport copy-engine
+# Chunk GEMMs on one stream (the old pipeline) vs the default two, and tapered chunks (docs/notes/tp.md).
+run column_ce_s1 60 --layer column --overlap on --transport copy-engine --compute-streams 1
+run column_ce_tapered 60 --layer column --overlap on --transport copy-engine --chunk-schedule tapered
+run column_cublas_tapered 60 --layer column --overlap on --gemm cublas --transport copy-engine --chunk-schedule tapered
+run mlp_s1 90 --layer mlp --overlap on --compute-streams 1
 echo "== torch baseline"
 timeout 120 python3 scripts/tp_torch_baseline.py --gpus "$G" >"$TP/torch_baseline.log" 2>&1
 echo "   rc $? $(tail -n 8 "$TP/torch_baseline.log")"

@@ -1,6 +1,6 @@
 // `parallax tp --gpus N [--t T --k K --n N] [--layer column|row|mlp] [--overlap on|off|both] [--chunks C]
-//              [--scaling strong|weak] [--gemm NAME] [--transport nccl|copy-engine|auto] [--gemm-sms S]
-//              [--nccl-max-ctas C] [--iters I] [--json]`
+//              [--chunk-schedule uniform|tapered] [--compute-streams S] [--scaling strong|weak] [--gemm NAME]
+//              [--transport nccl|copy-engine|auto] [--gemm-sms S] [--nccl-max-ctas C] [--iters I] [--json]`
 //
 // Times the tensor-parallel linear layers of parallax/tp.hpp (forward and backward, bf16, fp32 accumulate)
 // on N GPUs of this process (one thread per GPU) against the 1-GPU computation, and splits the step into
@@ -24,7 +24,10 @@
 // hidden width (n x N).
 // --transport picks the column forward's gather (tp::Transport); --gemm-sms caps the GEMMs' SMs
 // (tp::Options::gemm_sms; -1 = auto) and --nccl-max-ctas bounds NCCL's blocks (CommConfig::max_ctas), the
-// pair that lets an NCCL all-reduce really run next to a persistent GEMM.
+// pair that lets an NCCL all-reduce really run next to a persistent GEMM. --compute-streams spreads the
+// overlapped forwards' row chunks over that many streams (tp::Options::compute_streams; 1 = every chunk's GEMM
+// on one stream) and --chunk-schedule picks the row chunk sizes (tp::ChunkSchedule); both land in the JSON
+// records' extras (compute_streams, chunk_schedule).
 #include <fmt/core.h>
 
 #include <algorithm>
@@ -52,6 +55,8 @@ struct TpOptions {
   std::string layer = "column";
   std::string overlap = "both";
   int chunks = 4;
+  std::string chunk_schedule = "uniform";
+  int compute_streams = 2;
   std::string scaling = "strong";
   std::string gemm = "auto";
   std::string transport = "auto";
@@ -135,6 +140,8 @@ RankResult measure_rank(Communicator& comm, const TpOptions& o, std::int64_t n_t
   opt.gemm = o.gemm;
   opt.transport = tp::parse_transport(o.transport);
   opt.gemm_sms = o.gemm_sms;
+  opt.compute_streams = o.compute_streams;
+  opt.chunk_schedule = tp::parse_chunk_schedule(o.chunk_schedule);
   // The shape exchange synchronizes the host; the ranks here were built from one set of options, so the
   // timed step runs without it (the tests cover the check).
   opt.check_shapes = false;
@@ -383,6 +390,9 @@ int run_tp(const TpOptions& o) {
       rec.add_extra("transport", transport);
       rec.add_extra("gemm_sms", static_cast<std::int64_t>(o.gemm_sms));
       rec.add_extra("nccl_max_ctas", static_cast<std::int64_t>(o.nccl_max_ctas));
+      // Forwards only spread their chunks over the streams when overlapped (tp::Options::compute_streams).
+      rec.add_extra("compute_streams", static_cast<std::int64_t>(overlap && pass == 0 ? o.compute_streams : 1));
+      rec.add_extra("chunk_schedule", o.chunk_schedule);
       if (ph.comm > 0) rec.add_extra("overlap_bound", (ph.gemm + ph.comm) / std::max(ph.gemm, ph.comm));
       doc.records.push_back(std::move(rec));
     }
@@ -390,11 +400,13 @@ int run_tp(const TpOptions& o) {
   if (o.output.prints_table()) {
     if (mlp)
       fmt::print("tensor-parallel MLP (k -> gelu(hidden) -> k), t={} k={} hidden={} bf16, {} scaling, {} chunk(s), "
-                 "gemm {}; GEMM ms = compute without communication (GEMMs + GELU passes)\n\n",
+                 "gemm {}; GEMM ms = compute without communication (GEMMs + GELU passes)\n",
                  o.t, k_total, n_total, o.scaling, o.chunks, o.gemm);
     else
-      fmt::print("{}-parallel linear, t={} k={} n={} bf16, {} scaling, {} chunk(s), gemm {}\n\n", o.layer, o.t,
+      fmt::print("{}-parallel linear, t={} k={} n={} bf16, {} scaling, {} chunk(s), gemm {}\n", o.layer, o.t,
                  k_total, n_total, o.scaling, o.chunks, o.gemm);
+    fmt::print("{} chunks; overlapped forwards run them on {} compute stream(s)\n\n", o.chunk_schedule,
+               o.compute_streams);
     table.print();
     for (const auto& [overlap, r] : all)
       if (overlap && r.backward.comm > 0)
@@ -423,6 +435,13 @@ void add_tp(CLI::App& root, Action& action) {
       ->check(CLI::IsMember({"column", "row", "mlp"}));
   cmd->add_option("--overlap", o->overlap, "on | off | both")->check(CLI::IsMember({"on", "off", "both"}));
   cmd->add_option("--chunks", o->chunks, "Row chunks of the pipelined communication")->check(CLI::Range(1, 1024));
+  cmd->add_option("--chunk-schedule", o->chunk_schedule,
+                  "Row chunk sizes: uniform | tapered (large first chunk, small last: a shorter exposed tail)")
+      ->check(CLI::IsMember({"uniform", "tapered"}));
+  cmd->add_option("--compute-streams", o->compute_streams,
+                  "Streams the overlapped forwards spread their chunk GEMMs over (1: one stream, each chunk's "
+                  "GEMM tail drains before the next starts)")
+      ->check(CLI::Range(1, 8));
   cmd->add_option("--scaling", o->scaling, "strong | weak")->check(CLI::IsMember({"strong", "weak"}));
   std::vector<std::string> kernels;
   for (auto name : gemm_kernel_names()) kernels.emplace_back(name);

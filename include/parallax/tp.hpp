@@ -32,10 +32,12 @@
 //   runs as a separate elementwise pass, since a GEMM epilogue writes one output) or the backward recomputes
 //   it chunk by chunk (one extra GEMM, X W1_r; no memory kept between the passes).
 //
-// Streams: the caller's `stream` runs the GEMMs; the communicator's own stream runs the collectives; events
-// order them. Nothing blocks the host: forward/backward return at once, and `stream` is made to wait for the
-// communication at the end, so the results are ready in stream order. overlap = false is the sequential
-// baseline: every GEMM and collective on `stream`, one after the other.
+// Streams: the caller's `stream` runs the GEMMs (the overlapped forwards spread their row chunks over
+// Options::compute_streams streams forked from it, so consecutive chunks' GEMMs overlap their tails); the
+// communicator's own stream runs the collectives; events order them. Nothing blocks the host:
+// forward/backward return at once, and `stream` is made to wait for the communication and the forked streams
+// at the end, so the results are ready in stream order. overlap = false is the sequential baseline: every
+// GEMM and collective on `stream`, one after the other.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -64,9 +66,32 @@ std::string_view transport_name(Transport t);  // "nccl", "copy-engine", "auto"
 // Accepts the names above; throws InvalidArgument("transport", ... valid: ...).
 Transport parse_transport(std::string_view text);
 
+// How the t rows are cut into Options::chunks row chunks (plan_row_chunks).
+//   kUniform  plan_split of the rows: equal chunks (the first t % chunks one row longer).
+//   kTapered  linearly decreasing chunk sizes (weights C, C-1, ..., 1), in multiples of kChunkRowAlign rows
+//             where t allows: a large first chunk (an efficient GEMM; its communication has the whole rest
+//             of the layer to hide behind) and a small last chunk, whose communication is the part no GEMM
+//             is left to hide (the exposed tail shrinks ~C/2 times against uniform chunks).
+enum class ChunkSchedule : int { kUniform = 0, kTapered = 1 };
+std::string_view chunk_schedule_name(ChunkSchedule s);  // "uniform", "tapered"
+// Accepts the names above; throws InvalidArgument("chunk_schedule", ... valid: ...).
+ChunkSchedule parse_chunk_schedule(std::string_view text);
+
+// Tapered chunks are cut at multiples of this many rows (a multiple of every GEMM tile height parallax and
+// cuBLAS use, so no chunk starts a partial row of tiles that a uniform cut would not), unless t is too small
+// to give every chunk one such unit; then at single rows.
+inline constexpr std::int64_t kChunkRowAlign = 128;
+
 struct Options {
   int chunks = 4;                // row chunks for pipelining (clamped to t)
   bool overlap = true;           // false: the sequential baseline on one stream
+  // Forwards with overlap: chunk c's GEMMs run on compute stream c % compute_streams (the caller's stream
+  // and compute_streams - 1 streams forked from it by an event, joined back at the end). With one stream
+  // every chunk's persistent GEMM drains its last, partly empty wave before the next chunk's GEMM may
+  // start; with two, chunk c+1's blocks fill the SMs chunk c's tail leaves idle. 1 = the single-stream
+  // pipeline. Ignored when overlap = false (the sequential baseline stays on one stream) and by backwards.
+  int compute_streams = 2;
+  ChunkSchedule chunk_schedule = ChunkSchedule::kUniform;  // how the rows are cut into chunks
   std::string gemm = "cublas";   // any of gemm_kernel_names()
   bool check_shapes = true;      // metadata exchange (require_same) before the first collective of each call
   Transport transport = Transport::kAuto;  // the column forward's all-gather (see Transport)
@@ -76,7 +101,8 @@ struct Options {
   int gemm_sms = -1;
 };
 
-// Host-side checks of Options; throws InvalidArgument("chunks" / "gemm" / "transport" / "gemm_sms", ...).
+// Host-side checks of Options; throws InvalidArgument("chunks" / "gemm" / "transport" / "gemm_sms" /
+// "compute_streams" / "chunk_schedule", ...).
 void validate(const Options& options);
 
 // The GemmArgs::max_sms a layer uses (see Options::gemm_sms). `nccl_overlaps`: an NCCL collective runs
@@ -101,10 +127,15 @@ bool epoch_reached(std::uint32_t flag, std::uint32_t epoch);
 
 namespace detail {
 class CopyEngineGather;
+class ComputeStreams;
 }
 
-// Rows of chunk c of `t` rows split into `chunks` (plan_split of the rows).
-std::vector<Split> plan_row_chunks(std::int64_t t, int chunks);
+// The row chunks of `t` rows: min(chunks, t) consecutive chunks in order, each >= 1 row, covering [0, t)
+// exactly. kUniform: plan_split(t, chunks). kTapered: sizes non-increasing, proportional to C, C-1, ..., 1
+// (C = the chunk count), cut at multiples of `align` rows (the last chunk takes the remainder) when t has at
+// least C such units, else at single rows. Throws InvalidArgument for t < 1, chunks < 1, align < 1.
+std::vector<Split> plan_row_chunks(std::int64_t t, int chunks, ChunkSchedule schedule = ChunkSchedule::kUniform,
+                                   std::int64_t align = kChunkRowAlign);
 
 class ColumnParallelLinear {
  public:
@@ -133,6 +164,7 @@ class ColumnParallelLinear {
   Options options_;
   Transport in_use_ = Transport::kAuto;
   std::unique_ptr<detail::CopyEngineGather> ce_;
+  std::unique_ptr<detail::ComputeStreams> compute_;  // the forward's chunk GEMM streams (Options::compute_streams)
   DeviceBuffer<__nv_bfloat16> local_;     // [t, padded_n] this rank's Y block
   DeviceBuffer<__nv_bfloat16> gathered_;  // [P, t, padded_n] (chunk-major: chunk c's P blocks are contiguous)
   Event ready_{false}, done_{false};
@@ -141,6 +173,7 @@ class ColumnParallelLinear {
 class RowParallelLinear {
  public:
   RowParallelLinear(Communicator& comm, std::int64_t k, std::int64_t n, Options options = {});
+  ~RowParallelLinear();
   Split shard() const noexcept { return shard_; }  // the rows of W (= columns of X) this rank owns
 
   // x_shard [t, shard().size], w_shard [shard().size, n], bias (n floats, full, or nullptr), y [t, n].
@@ -158,6 +191,7 @@ class RowParallelLinear {
   std::int64_t k_, n_;
   Split shard_;
   Options options_;
+  std::unique_ptr<detail::ComputeStreams> compute_;
   Event ready_{false}, done_{false};
 };
 
@@ -167,6 +201,7 @@ class TensorParallelMLP {
   // hidden < P), n: output features. Throws InvalidArgument for k, hidden, n < 1 or bad options.
   // Options::transport is not used (both collectives are all-reduces, which need NCCL's SMs; see Transport).
   TensorParallelMLP(Communicator& comm, std::int64_t k, std::int64_t hidden, std::int64_t n, Options options = {});
+  ~TensorParallelMLP();
   Split shard() const noexcept { return shard_; }  // the hidden units (W1 columns, W2 rows) this rank owns
   std::int64_t k() const noexcept { return k_; }
   std::int64_t hidden() const noexcept { return hidden_; }
@@ -196,6 +231,7 @@ class TensorParallelMLP {
   DeviceBuffer<__nv_bfloat16> act_;   // [t, h_r] A_r (forward: the row half's input; backward: for dW2)
   DeviceBuffer<__nv_bfloat16> grad_;  // [t, h_r] dA_r, turned into dH_r in place (backward)
   DeviceBuffer<__nv_bfloat16> pre_;   // [t, h_r] recomputed H_r (backward without a saved h_shard)
+  std::unique_ptr<detail::ComputeStreams> compute_;
   Event ready_{false}, done_{false};
 };
 

@@ -184,12 +184,15 @@ void CopyEngineGather::begin(cudaStream_t stream, bool overlap) {
 }
 
 void CopyEngineGather::after_gemm(const Split& rows, int chunk, const Split& shard, __nv_bfloat16* y, bool overlap,
-                                  cudaStream_t stream) {
+                                  cudaStream_t gemm_stream) {
   const int P = comm_.size(), me = comm_.rank();
-  if (overlap) ready_.record(stream);  // chunk `chunk`'s GEMM is queued before this point
+  // Chunk `chunk`'s GEMM is queued on gemm_stream before this point; only it gates the pushes (the other
+  // compute stream's GEMM, writing other rows, does not). One event serves every chunk: each wait below
+  // captures the record made just before it.
+  if (overlap) ready_.record(gemm_stream);
   for (int q = 0; q < P; ++q) {
     if (q == me) continue;
-    cudaStream_t s = overlap ? push_[q] : stream;
+    cudaStream_t s = overlap ? push_[q] : gemm_stream;
     if (overlap) PX_CUDA_CHECK(cudaStreamWaitEvent(s, ready_, 0));
     // WAR: peer q's workspace is free once q announced this epoch (its own pad entry lives in OUR pad).
     if (chunk == 0) parallax::detail::stream_wait_geq(s, pad_.data() + layout_.ready(q), epoch_, false);

@@ -5,7 +5,10 @@
 // move cudaMemcpy traffic over NVLink) need no SM at all: the GEMM keeps the whole GPU while chunk c travels.
 //
 // Data path per row chunk c on rank r (shard columns S_r of Y):
-//   1. compute stream: the GEMM writes Y[c, S_r] straight into the caller's Y (ldc = n).
+//   1. compute stream c % S (ComputeStreams; S = Options::compute_streams): the GEMM writes Y[c, S_r] straight
+//      into the caller's Y (ldc = n). The event that lets the pushes start is recorded on THAT stream, so a
+//      chunk's pushes wait for its own GEMM only, while the next chunk's GEMM (on the other stream) may
+//      already be filling the SMs this one's tail leaves idle.
 //   2. push stream q (one per peer, so the peers' copies use different copy engines): a 2-D copy of
 //      Y[c, S_r] into peer q's receive workspace W_q[c, S_r], then flag data(c, r) = epoch in q's signal pad.
 //   3. unpack stream (the communicator's stream): for every peer q, wait for data(c, q) = epoch in r's own
@@ -27,7 +30,8 @@
 //   * No deadlock through shared hardware queues: every rank enqueues in the same order — ready writes,
 //     then per chunk (GEMM, pushes), then all unpack waits — and each wait is satisfied by an operation a
 //     peer enqueued earlier in that order, so no cycle of waits can form even if streams share a channel.
-//     Unpack waits go last so a queue collision can delay an unpack, never a GEMM.
+//     Unpack waits go last so a queue collision can delay an unpack, never a GEMM. The extra compute
+//     streams change nothing here: a GEMM waits on no flag, only on the fork event of its own rank.
 // Setup (first call, or when t grows): a host-synchronizing exchange through the communicator of
 // {pid, host, device, workspace and pad pointers, CUDA IPC handles}. Same process: peer access is enabled
 // and raw pointers are used; other process on the same host: cudaIpcOpenMemHandle; otherwise (or without
@@ -45,6 +49,7 @@
 #include "parallax/comm.hpp"
 #include "parallax/core.hpp"
 #include "parallax/tp.hpp"
+#include "tp/compute_streams.hpp"
 
 namespace parallax::tp::detail {
 
@@ -60,17 +65,20 @@ class CopyEngineGather {
   // copy-engine path is unavailable; `why` then says which rank could not and why.
   bool prepare(std::int64_t t, cudaStream_t stream, std::string* why);
 
-  // Enqueues the gather of one call. `gemm(rows, y_rows_own_cols)` enqueues chunk `rows`' GEMM on `stream`
-  // writing this rank's columns of Y's rows. overlap = false: everything on `stream` (the baseline).
+  // Enqueues the gather of one call over `row_chunks` (plan_row_chunks; at most the constructor's `chunks`,
+  // identical on every rank). `gemm(rows, y_rows_own_cols, s)` enqueues chunk `rows`' GEMM on stream `s`
+  // (= compute.at(chunk), already forked from `stream` by the caller, who joins it afterwards) writing this
+  // rank's columns of Y's rows. overlap = false: everything on `stream` (the baseline; compute then holds
+  // `stream` alone).
   template <typename GemmFn>
-  void run(std::int64_t t, int chunks, __nv_bfloat16* y, const Split& shard, bool overlap, cudaStream_t stream,
-           GemmFn&& gemm);
+  void run(const std::vector<Split>& row_chunks, __nv_bfloat16* y, const Split& shard, bool overlap,
+           cudaStream_t stream, const ComputeStreams& compute, GemmFn&& gemm);
 
  private:
   void release() noexcept;
   void begin(cudaStream_t stream, bool overlap);
   void after_gemm(const Split& rows, int chunk, const Split& shard, __nv_bfloat16* y, bool overlap,
-                  cudaStream_t stream);
+                  cudaStream_t gemm_stream);
   void unpack(const std::vector<Split>& row_chunks, __nv_bfloat16* y, bool overlap, cudaStream_t stream);
 
   Communicator& comm_;
@@ -91,14 +99,16 @@ class CopyEngineGather {
 };
 
 template <typename GemmFn>
-void CopyEngineGather::run(std::int64_t t, int chunks, __nv_bfloat16* y, const Split& shard, bool overlap,
-                           cudaStream_t stream, GemmFn&& gemm) {
-  const std::vector<Split> row_chunks = plan_row_chunks(t, chunks);
+void CopyEngineGather::run(const std::vector<Split>& row_chunks, __nv_bfloat16* y, const Split& shard,
+                           bool overlap, cudaStream_t stream, const ComputeStreams& compute, GemmFn&& gemm) {
+  PX_REQUIRE(!row_chunks.empty() && static_cast<int>(row_chunks.size()) <= layout_.chunks, "row_chunks",
+             "must hold 1 to the signal pad's chunk count of chunks");
   begin(stream, overlap);
   for (std::size_t c = 0; c < row_chunks.size(); ++c) {
     const Split& rows = row_chunks[c];
-    if (shard.size > 0) gemm(rows, y + rows.offset * n_ + shard.offset);
-    after_gemm(rows, static_cast<int>(c), shard, y, overlap, stream);
+    cudaStream_t gs = overlap ? compute.at(c) : stream;
+    if (shard.size > 0) gemm(rows, y + rows.offset * n_ + shard.offset, gs);
+    after_gemm(rows, static_cast<int>(c), shard, y, overlap, gs);
   }
   unpack(row_chunks, y, overlap, stream);
 }

@@ -8,9 +8,11 @@
 // would gather A ([t, hidden], the widest tensor of the block) in between.
 //
 // Pipelining. Both passes walk the same row chunks as the linear layers:
-//   forward : [GEMM1 c -> GEMM2 c] on `stream`, then all-reduce(Y chunk c) on the comm stream while
-//             [GEMM1 c+1 -> GEMM2 c+1] run. Chunking GEMM1 as well (not only GEMM2) lets chunk 0's
-//             all-reduce start after 1/C of the compute instead of after all of GEMM1.
+//   forward : [GEMM1 c -> GEMM2 c] on compute stream c % compute_streams, then all-reduce(Y chunk c) on the
+//             comm stream while [GEMM1 c+1 -> GEMM2 c+1] run (on the other compute stream, so GEMM1 c+1 may
+//             start in GEMM2 c's tail). Chunking GEMM1 as well (not only GEMM2) lets chunk 0's all-reduce
+//             start after 1/C of the compute instead of after all of GEMM1. Chunk c's rows of A_r, H_r and Y
+//             are its own, so the two streams never touch the same memory.
 //   backward: the dX chain first, per chunk: dA c -> dH c (elementwise) -> dX partial c -> all-reduce c;
 //             then the GEMMs that need no communication (dW2, dW1) and the column sums hide the all-reduces.
 // The all-reduces run on NCCL (a sum needs SMs; the copy-engine transport applies to gathers only), so the
@@ -21,6 +23,7 @@
 
 #include "parallax/gemm.hpp"
 #include "parallax/tp.hpp"
+#include "tp/compute_streams.hpp"
 #include "tp/tp_common.hpp"
 #include "tp/tp_kernels.hpp"
 
@@ -47,6 +50,8 @@ TensorParallelMLP::TensorParallelMLP(Communicator& comm, std::int64_t k, std::in
   // least one hidden unit when hidden >= 1 (the row layer's "rank 0 owns no rows" case cannot happen here).
 }
 
+TensorParallelMLP::~TensorParallelMLP() = default;
+
 void TensorParallelMLP::ensure_workspace(std::int64_t t, bool backward, bool need_pre) {
   const std::size_t need = static_cast<std::size_t>(t * shard_.size);
   if (need == 0) return;
@@ -70,43 +75,51 @@ void TensorParallelMLP::forward(const __nv_bfloat16* x, std::int64_t t, const __
   }
   const int P = comm_.size();
   if (options_.check_shapes && P > 1) {
-    const std::int64_t shape[] = {t, k_, hidden_, n_, options_.chunks};
-    comm_.require_same("MLP forward shape [t, k, hidden, n, chunks]", shape);
+    const std::int64_t shape[] = {t, k_, hidden_, n_, options_.chunks,
+                                  static_cast<std::int64_t>(options_.chunk_schedule)};
+    comm_.require_same("MLP forward shape [t, k, hidden, n, chunks, chunk schedule]", shape);
   }
   PX_CUDA_CHECK(cudaSetDevice(comm_.device()));
   if (hr > 0) ensure_workspace(t, false, false);
   const float* my_b2 = comm_.rank() == 0 ? b2 : nullptr;  // the bias belongs to the sum once
   const int sms = gemm_sms_for(comm_, options_, true);
   cudaStream_t cs = P > 1 ? begin_comm(comm_, options_, stream, ready_) : stream;
-  for (const Split& rows : plan_row_chunks(t, options_.chunks)) {
+  // One rank has nothing to overlap: its chunks stay on `stream`.
+  if (!compute_) compute_ = std::make_unique<detail::ComputeStreams>();
+  compute_->fork(stream, options_.overlap && P > 1 ? options_.compute_streams : 1);
+  const auto row_chunks = plan_row_chunks(t, options_.chunks, options_.chunk_schedule);
+  for (std::size_t c = 0; c < row_chunks.size(); ++c) {
+    const Split& rows = row_chunks[c];
+    cudaStream_t gs = compute_->at(c);  // this chunk's GEMM stream
     __nv_bfloat16* y_rows = y + rows.offset * n_;
     if (hr > 0) {
       __nv_bfloat16* a_rows = act_.data() + rows.offset * hr;
       const __nv_bfloat16* x_rows = x + rows.offset * k_;
       if (h_shard == nullptr) {
         // A_r = gelu(X W1_r + b1_r) straight out of the fp32 accumulator (one rounding, no H in memory).
-        run_gemm(options_, stream, rows.size, hr, k_, Op::kN, x_rows, k_, Op::kN, w1_shard, hr, DType::kBF16,
+        run_gemm(options_, gs, rows.size, hr, k_, Op::kN, x_rows, k_, Op::kN, w1_shard, hr, DType::kBF16,
                  a_rows, hr, b1_shard, Epilogue::kGelu, sms);
       } else {
         // Training: keep H_r for the backward; the GELU reads it back (memory-bound, ~1/20 of the GEMM at
         // k = 8192: 4 bytes moved per element against 2k flops).
         __nv_bfloat16* h_rows = h_shard + rows.offset * hr;
-        run_gemm(options_, stream, rows.size, hr, k_, Op::kN, x_rows, k_, Op::kN, w1_shard, hr, DType::kBF16,
+        run_gemm(options_, gs, rows.size, hr, k_, Op::kN, x_rows, k_, Op::kN, w1_shard, hr, DType::kBF16,
                  h_rows, hr, b1_shard, Epilogue::kNone, sms);
-        detail::gelu_forward(h_rows, a_rows, hr, rows.size, hr, stream);
+        detail::gelu_forward(h_rows, a_rows, hr, rows.size, hr, gs);
       }
       // Y_r = A_r W2_r (+ b2 on rank 0): the row half's partial product.
-      run_gemm(options_, stream, rows.size, n_, hr, Op::kN, a_rows, hr, Op::kN, w2_shard, n_, DType::kBF16, y_rows,
+      run_gemm(options_, gs, rows.size, n_, hr, Op::kN, a_rows, hr, Op::kN, w2_shard, n_, DType::kBF16, y_rows,
                n_, my_b2, Epilogue::kNone, sms);
     } else {
       // No hidden units here (hidden < P; never rank 0): this rank's partial sum is zero.
-      PX_CUDA_CHECK(cudaMemsetAsync(y_rows, 0, rows.size * n_ * kBf16, stream));
+      PX_CUDA_CHECK(cudaMemsetAsync(y_rows, 0, rows.size * n_ * kBf16, gs));
     }
     if (P > 1) {
-      hand_over(options_, stream, cs, ready_);
+      hand_over(options_, gs, cs, ready_);
       comm_.all_reduce(y_rows, y_rows, static_cast<std::size_t>(rows.size * n_), DType::kBF16, cs);
     }
   }
+  compute_->join();
   if (P > 1) end_comm(options_, stream, cs, done_);
 }
 
@@ -128,8 +141,9 @@ void TensorParallelMLP::backward(const __nv_bfloat16* x, const __nv_bfloat16* dy
   }
   const int P = comm_.size();
   if (options_.check_shapes && P > 1) {
-    const std::int64_t shape[] = {t, k_, hidden_, n_, options_.chunks};
-    comm_.require_same("MLP backward shape [t, k, hidden, n, chunks]", shape);
+    const std::int64_t shape[] = {t, k_, hidden_, n_, options_.chunks,
+                                  static_cast<std::int64_t>(options_.chunk_schedule)};
+    comm_.require_same("MLP backward shape [t, k, hidden, n, chunks, chunk schedule]", shape);
   }
   PX_CUDA_CHECK(cudaSetDevice(comm_.device()));
   const bool recompute = h_shard == nullptr;
@@ -139,7 +153,7 @@ void TensorParallelMLP::backward(const __nv_bfloat16* x, const __nv_bfloat16* dy
   cudaStream_t cs = P > 1 ? begin_comm(comm_, options_, stream, ready_) : stream;
 
   // 1. The dX chain, chunk by chunk, each chunk's all-reduce launched as soon as its partial exists.
-  for (const Split& rows : plan_row_chunks(t, options_.chunks)) {
+  for (const Split& rows : plan_row_chunks(t, options_.chunks, options_.chunk_schedule)) {
     __nv_bfloat16* dx_rows = dx + rows.offset * k_;
     if (hr > 0) {
       const __nv_bfloat16* h_rows = h + rows.offset * hr;

@@ -12,6 +12,7 @@
 #include "common/expect_invalid.hpp"
 #include "parallax/comm.hpp"
 #include "parallax/tp.hpp"
+#include "tp/compute_streams.hpp"
 #include "tp/tp_kernels.hpp"
 
 namespace {
@@ -80,6 +81,130 @@ TEST(TpRowChunks, ClampsToRowsAndCovers) {
   EXPECT_EQ(d[3].offset, 6144);
   EXPECT_EQ(d[3].size, 2048);
   expect_invalid([] { parallax::tp::plan_row_chunks(8, 0); }, "chunks", ">= 1");
+}
+
+// The invariants every chunk plan must keep (the layers and the copy-engine gather index rows by them):
+// min(chunks, t) chunks, in order, contiguous from row 0, each >= 1 row, covering exactly t rows.
+void expect_valid_plan(const std::vector<parallax::Split>& plan, std::int64_t t, int chunks, const std::string& ctx) {
+  ASSERT_EQ(plan.size(), static_cast<std::size_t>(std::min<std::int64_t>(chunks, t))) << ctx;
+  std::int64_t next = 0;
+  for (const auto& c : plan) {
+    EXPECT_EQ(c.offset, next) << ctx;
+    EXPECT_GE(c.size, 1) << ctx;
+    next = c.offset + c.size;
+  }
+  EXPECT_EQ(next, t) << ctx;
+}
+
+TEST(TpRowChunks, UniformIsThePlanSplitOfTheRows) {
+  for (std::int64_t t : {1, 2, 7, 129, 8192})
+    for (int chunks : {1, 3, 4, 8}) {
+      const auto plan = parallax::tp::plan_row_chunks(t, chunks, parallax::tp::ChunkSchedule::kUniform);
+      const auto split = parallax::plan_split(t, static_cast<int>(std::min<std::int64_t>(chunks, t)));
+      ASSERT_EQ(plan.size(), split.size());
+      for (std::size_t i = 0; i < plan.size(); ++i) {
+        EXPECT_EQ(plan[i].offset, split[i].offset);
+        EXPECT_EQ(plan[i].size, split[i].size);
+      }
+    }
+}
+
+// Every (t, chunks, align) in a dense range, tiny t included: the invariants above, sizes non-increasing
+// (first chunk the largest, last the smallest), and the cuts at multiples of `align` whenever t holds at
+// least one `align`-row unit per chunk.
+TEST(TpRowChunks, TaperedCoversInOrderNonIncreasingAndAligned) {
+  using parallax::tp::ChunkSchedule;
+  for (std::int64_t align : {1, 7, 128})
+    for (std::int64_t t = 1; t <= 700; ++t)
+      for (int chunks = 1; chunks <= 12; ++chunks) {
+        const std::string ctx = "t " + std::to_string(t) + " chunks " + std::to_string(chunks) + " align " +
+                                std::to_string(align);
+        const auto plan = parallax::tp::plan_row_chunks(t, chunks, ChunkSchedule::kTapered, align);
+        expect_valid_plan(plan, t, chunks, ctx);
+        for (std::size_t i = 1; i < plan.size(); ++i) ASSERT_LE(plan[i].size, plan[i - 1].size) << ctx;
+        const bool aligned = (t + align - 1) / align >= static_cast<std::int64_t>(plan.size());
+        if (aligned)
+          for (std::size_t i = 1; i < plan.size(); ++i) ASSERT_EQ(plan[i].offset % align, 0) << ctx;
+      }
+}
+
+TEST(TpRowChunks, TaperedAtTheBarShapeShrinksTheLastChunk) {
+  using parallax::tp::ChunkSchedule;
+  // t 8192 = 64 units of 128 rows; one unit each, the 60 spare by weights 4:3:2:1 -> 24, 18, 12, 6.
+  const auto plan = parallax::tp::plan_row_chunks(8192, 4, ChunkSchedule::kTapered);
+  ASSERT_EQ(plan.size(), 4u);
+  const std::int64_t expected[] = {25 * 128, 19 * 128, 13 * 128, 7 * 128};
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(plan[i].size, expected[i]) << "chunk " << i;
+  // The exposed tail is the last chunk's communication: 896 rows instead of uniform's 2048.
+  EXPECT_LT(plan.back().size * 2, parallax::tp::plan_row_chunks(8192, 4).back().size);
+  // An unaligned t: the last chunk gives back the rows its last unit has beyond t.
+  const auto odd = parallax::tp::plan_row_chunks(8193, 4, ChunkSchedule::kTapered);
+  expect_valid_plan(odd, 8193, 4, "t 8193");
+  for (std::size_t i = 1; i < odd.size(); ++i) EXPECT_EQ(odd[i].offset % 128, 0);
+  // Fewer 128-row units than chunks: single-row cuts, still non-increasing.
+  const auto small = parallax::tp::plan_row_chunks(300, 4, ChunkSchedule::kTapered);
+  expect_valid_plan(small, 300, 4, "t 300");
+  EXPECT_GT(small.front().size, small.back().size);
+}
+
+TEST(TpRowChunks, TinyTokenCounts) {
+  using parallax::tp::ChunkSchedule;
+  for (ChunkSchedule s : {ChunkSchedule::kUniform, ChunkSchedule::kTapered}) {
+    const auto one = parallax::tp::plan_row_chunks(1, 8, s);
+    ASSERT_EQ(one.size(), 1u);
+    EXPECT_EQ(one[0].offset, 0);
+    EXPECT_EQ(one[0].size, 1);
+    const auto three = parallax::tp::plan_row_chunks(3, 8, s);
+    ASSERT_EQ(three.size(), 3u);
+    for (int i = 0; i < 3; ++i) EXPECT_EQ(three[i].size, 1);
+  }
+}
+
+TEST(TpRowChunks, RejectsBadArguments) {
+  using parallax::tp::ChunkSchedule;
+  expect_invalid([] { parallax::tp::plan_row_chunks(0, 4); }, "t", ">= 1");
+  expect_invalid([] { parallax::tp::plan_row_chunks(8, 4, ChunkSchedule::kTapered, 0); }, "align", ">= 1");
+  expect_invalid([] { parallax::tp::plan_row_chunks(8, 4, static_cast<ChunkSchedule>(5)); }, "chunk_schedule",
+                 "enumerator");
+}
+
+TEST(TpChunkSchedule, NamesRoundTripAndUnknownIsRejected) {
+  using parallax::tp::ChunkSchedule;
+  for (ChunkSchedule s : {ChunkSchedule::kUniform, ChunkSchedule::kTapered})
+    EXPECT_EQ(parallax::tp::parse_chunk_schedule(parallax::tp::chunk_schedule_name(s)), s);
+  expect_invalid([] { parallax::tp::parse_chunk_schedule("geometric"); }, "chunk_schedule", "valid: uniform, tapered");
+}
+
+TEST(TpOptions, ComputeStreamsAndChunkScheduleValidation) {
+  parallax::tp::Options o;
+  EXPECT_EQ(o.compute_streams, 2);  // the default overlaps consecutive chunks' GEMM tails
+  EXPECT_EQ(o.chunk_schedule, parallax::tp::ChunkSchedule::kUniform);
+  for (int s : {1, 2, 8}) {
+    o.compute_streams = s;
+    EXPECT_NO_THROW(parallax::tp::validate(o)) << s;
+  }
+  for (int s : {0, -1, 9}) {
+    o.compute_streams = s;
+    expect_invalid([&] { parallax::tp::validate(o); }, "compute_streams", "[1, 8]");
+  }
+  o.compute_streams = 2;
+  o.chunk_schedule = static_cast<parallax::tp::ChunkSchedule>(2);
+  expect_invalid([&] { parallax::tp::validate(o); }, "chunk_schedule", "enumerator");
+  o.chunk_schedule = parallax::tp::ChunkSchedule::kTapered;
+  EXPECT_NO_THROW(parallax::tp::validate(o));
+}
+
+// The chunk -> stream mapping without a device: with one stream every chunk runs on the caller's stream and
+// fork/join enqueue nothing (no CUDA call is made, so this runs on CPU-only machines); a bad count is
+// rejected before anything is created.
+TEST(TpComputeStreams, OneStreamIsTheCallersAndBadCountsAreRejected) {
+  parallax::tp::detail::ComputeStreams streams;
+  auto* caller = reinterpret_cast<cudaStream_t>(0x1234);  // never dereferenced: count 1 makes no CUDA call
+  streams.fork(caller, 1);
+  EXPECT_EQ(streams.count(), 1);
+  for (std::size_t c = 0; c < 9; ++c) EXPECT_EQ(streams.at(c), caller);
+  streams.join();
+  expect_invalid([&] { streams.fork(caller, 0); }, "compute_streams", ">= 1");
 }
 
 TEST(BusBandwidth, FactorsFollowNcclTests) {
@@ -222,6 +347,20 @@ TEST(TpCli, AcceptsTransportAndSmOptions) {
   EXPECT_EQ(parse({"tp", "--transport", "copy-engine", "--gemm-sms", "116", "--nccl-max-ctas", "16"}), 0);
   EXPECT_EQ(parse({"tp", "--transport", "nccl", "--gemm-sms", "-1"}), 0);
   EXPECT_EQ(parse({"tp", "--transport", "auto", "--gemm-sms", "0", "--nccl-max-ctas", "0"}), 0);
+}
+
+TEST(TpCli, AcceptsComputeStreamsAndChunkSchedule) {
+  EXPECT_EQ(parse({"tp", "--compute-streams", "1", "--chunk-schedule", "uniform"}), 0);
+  EXPECT_EQ(parse({"tp", "--compute-streams", "8", "--chunk-schedule", "tapered", "--layer", "mlp"}), 0);
+  EXPECT_EQ(parse({"tp", "--compute-streams", "2", "--chunk-schedule", "tapered", "--transport", "copy-engine",
+                   "--chunks", "8"}), 0);
+}
+
+TEST(TpCli, RejectsBadComputeStreamsAndChunkSchedule) {
+  EXPECT_EQ(parse({"tp", "--compute-streams", "0"}), 2);
+  EXPECT_EQ(parse({"tp", "--compute-streams", "9"}), 2);
+  EXPECT_EQ(parse({"tp", "--chunk-schedule", "geometric"}), 2);
+  EXPECT_EQ(parse({"tp", "--chunk-schedule", "Tapered"}), 2);
 }
 
 TEST(TpCli, RejectsBadTransportAndSmOptions) {

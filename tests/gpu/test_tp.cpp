@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "common/gpu_test.hpp"
+#include "common/tp_reference.hpp"
 #include "parallax/comm.hpp"
 #include "parallax/tp.hpp"
 #include "tp/tp_kernels.hpp"
@@ -28,6 +29,14 @@ namespace {
 
 using bf16 = __nv_bfloat16;
 using parallax::Communicator;
+using parallax::testing::expect_close;
+using parallax::testing::HostMatrix;
+using parallax::testing::matmul;
+using parallax::testing::random_matrix;
+using parallax::testing::upload;
+
+// One communicator clique per test (NCCL init costs ~1 s), reused across its cases.
+using Comms = std::vector<std::unique_ptr<Communicator>>;
 
 std::uint64_t test_seed() {
   static const std::uint64_t seed = [] {
@@ -38,67 +47,6 @@ std::uint64_t test_seed() {
     return s;
   }();
   return seed;
-}
-
-// Random bf16 values in [-1, 1] (never zeros-only), kept as both bf16 and the exact double they round to.
-struct HostMatrix {
-  std::vector<bf16> h;
-  std::vector<double> d;
-};
-HostMatrix random_matrix(std::size_t count, std::mt19937_64& rng) {
-  std::uniform_real_distribution<float> u(-1.f, 1.f);
-  HostMatrix m;
-  m.h.resize(count);
-  m.d.resize(count);
-  for (std::size_t i = 0; i < count; ++i) {
-    m.h[i] = __float2bfloat16(u(rng));
-    m.d[i] = static_cast<double>(__bfloat162float(m.h[i]));
-  }
-  return m;
-}
-
-// C[m x n] = op(A) op(B) with A, B row-major given as accessors.
-template <typename FA, typename FB>
-std::vector<double> matmul(std::int64_t m, std::int64_t n, std::int64_t k, FA a, FB b) {
-  std::vector<double> c(static_cast<std::size_t>(m * n), 0.0);
-  for (std::int64_t i = 0; i < m; ++i)
-    for (std::int64_t p = 0; p < k; ++p) {
-      const double av = a(i, p);
-      for (std::int64_t j = 0; j < n; ++j) c[i * n + j] += av * b(p, j);
-    }
-  return c;
-}
-
-template <typename T>
-double to_double(T v) {
-  if constexpr (std::is_same_v<T, bf16>) return static_cast<double>(__bfloat162float(v));
-  else return static_cast<double>(v);
-}
-
-// Checks `out` (rows x cols, leading dim ld_out) against ref (rows x cols at column offset col0, ld_ref).
-template <typename T>
-void expect_close(const std::string& what, const std::vector<T>& out, std::int64_t ld_out, const std::vector<double>& ref,
-                  std::int64_t ld_ref, std::int64_t rows, std::int64_t cols, std::int64_t col0, const std::string& ctx) {
-  double ref2 = 0, diff2 = 0;
-  for (std::int64_t i = 0; i < rows; ++i)
-    for (std::int64_t j = 0; j < cols; ++j) ref2 += ref[i * ld_ref + col0 + j] * ref[i * ld_ref + col0 + j];
-  const double rms = std::sqrt(ref2 / std::max<double>(1, rows * cols));
-  std::size_t bad = 0;
-  std::string first;
-  for (std::int64_t i = 0; i < rows; ++i)
-    for (std::int64_t j = 0; j < cols; ++j) {
-      const double r = ref[i * ld_ref + col0 + j];
-      const double o = to_double(out[i * ld_out + j]);
-      const double d = std::abs(o - r);
-      if (std::isfinite(o)) diff2 += d * d;
-      if (!std::isfinite(o) || d > 0.02 * std::abs(r) + 0.02 * rms) {
-        if (bad++ == 0) first = "(" + std::to_string(i) + ", " + std::to_string(j) + "): expected " +
-                                std::to_string(r) + " got " + std::to_string(o);
-      }
-    }
-  const double rel = ref2 > 0 ? std::sqrt(diff2 / ref2) : std::sqrt(diff2);
-  EXPECT_EQ(bad, 0u) << what << " " << ctx << ": " << bad << " bad elements, first " << first;
-  EXPECT_LT(rel, 1e-2) << what << " " << ctx << ": relative error " << rel;
 }
 
 struct Case {
@@ -113,21 +61,21 @@ std::string describe(const Case& c, int ranks, std::uint64_t seed) {
          ", seed " + std::to_string(seed) + "]";
 }
 
-template <typename T>
-parallax::DeviceBuffer<T> upload(const std::vector<T>& host) {
-  parallax::DeviceBuffer<T> b(std::max<std::size_t>(1, host.size()));
-  if (!host.empty()) b.upload(host);
-  return b;
-}
-
 // Column-parallel forward + backward (with db) on `ranks` GPUs against float64. `calls` > 1 repeats the
 // forward with fresh inputs each time (exercises the copy-engine epochs / workspace reuse).
+// compute_streams / schedule / gemm: the Options of the same names (the defaults are the library's).
 void check_column(int ranks, const Case& c,
-                  parallax::tp::Transport transport = parallax::tp::Transport::kAuto, int calls = 1) {
+                  parallax::tp::Transport transport = parallax::tp::Transport::kAuto, int calls = 1,
+                  int compute_streams = 2,
+                  parallax::tp::ChunkSchedule schedule = parallax::tp::ChunkSchedule::kUniform,
+                  const std::string& gemm = "cublas", Comms* shared = nullptr) {
   const std::uint64_t seed = test_seed() ^ (c.t * 1000003 + c.k * 1009 + c.n + ranks * 7 + c.chunks * 131 +
-                                            static_cast<int>(transport) * 17 + calls);
+                                            static_cast<int>(transport) * 17 + calls + compute_streams * 4099 +
+                                            static_cast<int>(schedule) * 8191);
   const std::string ctx = describe(c, ranks, seed) + " transport " +
-                          std::string(parallax::tp::transport_name(transport));
+                          std::string(parallax::tp::transport_name(transport)) + ", compute streams " +
+                          std::to_string(compute_streams) + ", " +
+                          std::string(parallax::tp::chunk_schedule_name(schedule)) + " chunks, gemm " + gemm;
   std::mt19937_64 rng(seed);
   const auto x = random_matrix(c.t * c.k, rng), w = random_matrix(c.k * c.n, rng), dy = random_matrix(c.t * c.n, rng);
   std::vector<float> bias(c.n);
@@ -144,12 +92,16 @@ void check_column(int ranks, const Case& c,
   for (std::int64_t i = 0; i < c.t; ++i)
     for (std::int64_t j = 0; j < c.n; ++j) db_ref[j] += dy.d[i * c.n + j];
 
-  auto comms = Communicator::create_local(ranks);
+  // `shared`: the caller's clique of `ranks` communicators (saves an NCCL init per case).
+  Comms owned = shared ? Comms{} : Communicator::create_local(ranks);
+  Comms& comms = shared ? *shared : owned;
   parallax::tp::Options opt;
   opt.chunks = c.chunks;
   opt.overlap = c.overlap;
-  opt.gemm = "cublas";
+  opt.gemm = gemm;
   opt.transport = transport;
+  opt.compute_streams = compute_streams;
+  opt.chunk_schedule = schedule;
   std::mutex mutex;
   parallax::run_local_ranks(comms, [&](Communicator& comm) {
     parallax::tp::ColumnParallelLinear layer(comm, c.k, c.n, opt);
@@ -198,9 +150,12 @@ void check_column(int ranks, const Case& c,
 }
 
 // Row-parallel forward + backward on `ranks` GPUs against float64.
-void check_row(int ranks, const Case& c) {
-  const std::uint64_t seed = test_seed() ^ (c.t * 7919 + c.k * 104729 + c.n * 13 + ranks + c.chunks * 31);
-  const std::string ctx = describe(c, ranks, seed);
+void check_row(int ranks, const Case& c, int compute_streams = 2,
+               parallax::tp::ChunkSchedule schedule = parallax::tp::ChunkSchedule::kUniform, Comms* shared = nullptr) {
+  const std::uint64_t seed = test_seed() ^ (c.t * 7919 + c.k * 104729 + c.n * 13 + ranks + c.chunks * 31 +
+                                            compute_streams * 4099 + static_cast<int>(schedule) * 8191);
+  const std::string ctx = describe(c, ranks, seed) + " compute streams " + std::to_string(compute_streams) + ", " +
+                          std::string(parallax::tp::chunk_schedule_name(schedule)) + " chunks";
   std::mt19937_64 rng(seed);
   const auto x = random_matrix(c.t * c.k, rng), w = random_matrix(c.k * c.n, rng), dy = random_matrix(c.t * c.n, rng);
   std::vector<float> bias(c.n);
@@ -213,11 +168,15 @@ void check_row(int ranks, const Case& c) {
                              [&](auto p, auto j) { return w.d[j * c.n + p]; });
   const auto dw_ref = matmul(c.k, c.n, c.t, [&](auto i, auto p) { return x.d[p * c.k + i]; },
                              [&](auto p, auto j) { return dy.d[p * c.n + j]; });
-  auto comms = Communicator::create_local(ranks);
+  // `shared`: the caller's clique of `ranks` communicators (saves an NCCL init per case).
+  Comms owned = shared ? Comms{} : Communicator::create_local(ranks);
+  Comms& comms = shared ? *shared : owned;
   parallax::tp::Options opt;
   opt.chunks = c.chunks;
   opt.overlap = c.overlap;
   opt.gemm = "cublas";
+  opt.compute_streams = compute_streams;
+  opt.chunk_schedule = schedule;
   std::mutex mutex;
   parallax::run_local_ranks(comms, [&](Communicator& comm) {
     parallax::tp::RowParallelLinear layer(comm, c.k, c.n, opt);
@@ -371,20 +330,25 @@ void run_and_check_mlp(parallax::tp::TensorParallelMLP& layer, Communicator& com
   }
 }
 
-// One communicator clique per test (NCCL init costs ~1 s), reused across its cases.
-using Comms = std::vector<std::unique_ptr<Communicator>>;
 
-void check_mlp(Comms& comms, const MlpCase& c, bool save_h, const std::string& gemm = "cublas") {
+void check_mlp(Comms& comms, const MlpCase& c, bool save_h, const std::string& gemm = "cublas",
+               int compute_streams = 2,
+               parallax::tp::ChunkSchedule schedule = parallax::tp::ChunkSchedule::kUniform) {
   const int ranks = static_cast<int>(comms.size());
   const std::uint64_t seed = test_seed() ^ (c.t * 7001 + c.k * 613 + c.hidden * 37 + c.n * 5 + ranks * 3 +
-                                            c.chunks * 211 + (save_h ? 1 : 0) + (c.overlap ? 2 : 0));
+                                            c.chunks * 211 + (save_h ? 1 : 0) + (c.overlap ? 2 : 0) +
+                                            compute_streams * 4099 + static_cast<int>(schedule) * 8191);
   const std::string ctx = describe(c, ranks, save_h, gemm, seed) + " nccl max_ctas " +
-                          std::to_string(comms[0]->config().max_ctas);
+                          std::to_string(comms[0]->config().max_ctas) + ", compute streams " +
+                          std::to_string(compute_streams) + ", " +
+                          std::string(parallax::tp::chunk_schedule_name(schedule)) + " chunks";
   const MlpProblem p = make_mlp_problem(c, seed);
   parallax::tp::Options opt;
   opt.chunks = c.chunks;
   opt.overlap = c.overlap;
   opt.gemm = gemm;
+  opt.compute_streams = compute_streams;
+  opt.chunk_schedule = schedule;
   std::mutex mutex;
   parallax::run_local_ranks(comms, [&](Communicator& comm) {
     parallax::tp::TensorParallelMLP layer(comm, c.k, c.hidden, c.n, opt);
@@ -638,6 +602,83 @@ TEST_F(Tp2Gpu, MismatchedShapesFailOnEveryRankWithoutHanging) {
     EXPECT_NE(errors[r].find("differs across ranks"), std::string::npos) << "rank " << r << ": '" << errors[r] << "'";
     EXPECT_NE(errors[r].find("rank 0 has [8, 16, 32"), std::string::npos) << errors[r];
     EXPECT_NE(errors[r].find("rank 1 has [9, 16, 32"), std::string::npos) << errors[r];
+  }
+}
+
+// Options::compute_streams and Options::chunk_schedule on the column forward, both transports: one stream (the
+// old pipeline), two (the default: chunk c on stream c % 2) and three; uniform and tapered chunks. The cases
+// with t >= 128 x chunks cut the tapered chunks at 128-row multiples, the others at single rows. Repeated
+// calls (fresh Y each, earlier calls on -X) catch a push gated by the wrong stream's event: it would copy a
+// chunk of Y before its GEMM wrote it (stale values from the earlier call or the NaN poison).
+TEST_F(Tp2Gpu, ColumnComputeStreamsAndChunkSchedules) {
+  using parallax::tp::ChunkSchedule;
+  using parallax::tp::Transport;
+  const Case cases[] = {{7, 17, 33, 3, true}, {600, 40, 75, 4, true}, {1000, 33, 64, 7, true}, {129, 64, 1000, 4, true}};
+  auto comms = Communicator::create_local(2);
+  for (Transport tr : {Transport::kCopyEngine, Transport::kNccl})
+    for (ChunkSchedule sched : {ChunkSchedule::kUniform, ChunkSchedule::kTapered})
+      for (int streams : {1, 2, 3})
+        for (const Case& c : cases) check_column(2, c, tr, 2, streams, sched, "cublas", &comms);
+  // Sequential baseline with the new options set: they must not change it (everything stays on one stream).
+  for (ChunkSchedule sched : {ChunkSchedule::kUniform, ChunkSchedule::kTapered})
+    check_column(2, {600, 40, 75, 4, false}, Transport::kCopyEngine, 2, 2, sched, "cublas", &comms);
+}
+
+// parallax's own GEMMs (auto: the persistent Hopper level on aligned shapes) on two concurrent compute
+// streams: two persistent grids share the GPU during the hand-over from one chunk to the next.
+TEST_F(Tp2Gpu, ColumnParallaxGemmOnTwoComputeStreams) {
+  using parallax::tp::ChunkSchedule;
+  using parallax::tp::Transport;
+  const Case cases[] = {{1024, 256, 1024, 4, true}, {2048, 128, 512, 8, true}, {1000, 96, 200, 5, true}};
+  auto comms = Communicator::create_local(2);
+  for (ChunkSchedule sched : {ChunkSchedule::kUniform, ChunkSchedule::kTapered}) {
+    for (const Case& c : cases) check_column(2, c, Transport::kCopyEngine, 2, 2, sched, "auto", &comms);
+    check_column(2, cases[0], Transport::kNccl, 2, 2, sched, "auto", &comms);
+  }
+}
+
+TEST_F(Tp2Gpu, RowAndMlpComputeStreamsAndChunkSchedules) {
+  using parallax::tp::ChunkSchedule;
+  auto comms = Communicator::create_local(2);
+  for (ChunkSchedule sched : {ChunkSchedule::kUniform, ChunkSchedule::kTapered})
+    for (int streams : {1, 2, 3}) {
+      check_row(2, {600, 40, 75, 4, true}, streams, sched, &comms);
+      check_row(2, {129, 64, 33, 3, true}, streams, sched, &comms);
+    }
+  for (ChunkSchedule sched : {ChunkSchedule::kUniform, ChunkSchedule::kTapered})
+    for (int streams : {1, 2, 3})
+      for (bool save_h : {true, false}) {
+        check_mlp(comms, {600, 64, 96, 40, 4, true}, save_h, "cublas", streams, sched);
+        check_mlp(comms, {129, 33, 75, 17, 3, true}, save_h, "cublas", streams, sched);
+      }
+  // The persistent GEMM (aligned shape) under the fused GELU epilogue, two streams.
+  for (ChunkSchedule sched : {ChunkSchedule::kUniform, ChunkSchedule::kTapered})
+    for (bool save_h : {true, false}) check_mlp(comms, {1024, 256, 512, 256, 4, true}, save_h, "auto", 2, sched);
+}
+
+// Ranks that disagree on the chunk schedule would cut different rows (the copy-engine receiver would unpack
+// rows that have not landed): the shape exchange names it on every rank instead.
+TEST_F(Tp2Gpu, MismatchedChunkScheduleFailsOnEveryRank) {
+  auto comms = Communicator::create_local(2);
+  std::vector<std::string> errors(2);
+  parallax::run_local_ranks(comms, [&](Communicator& comm) {
+    parallax::tp::Options opt;
+    opt.chunk_schedule = comm.rank() == 0 ? parallax::tp::ChunkSchedule::kUniform
+                                          : parallax::tp::ChunkSchedule::kTapered;
+    parallax::tp::ColumnParallelLinear layer(comm, 16, 32, opt);
+    parallax::DeviceBuffer<bf16> x(8 * 16), w(16 * 16), y(8 * 32);
+    parallax::Stream stream;
+    try {
+      layer.forward(x.data(), 8, w.data(), nullptr, y.data(), stream);
+      comm.wait(stream, "forward");
+    } catch (const parallax::InvalidArgument& e) {
+      errors[comm.rank()] = e.what();
+    }
+  });
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_NE(errors[r].find("chunk schedule"), std::string::npos) << "rank " << r << ": '" << errors[r] << "'";
+    EXPECT_NE(errors[r].find("rank 0 has [8, 16, 32, 4, 0]"), std::string::npos) << errors[r];
+    EXPECT_NE(errors[r].find("rank 1 has [8, 16, 32, 4, 1]"), std::string::npos) << errors[r];
   }
 }
 
