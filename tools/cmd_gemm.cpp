@@ -310,6 +310,7 @@ std::string GemmOptions::command_line() const {
   }
   s += fmt::format(" --reps {} --warmup {} --budget-ms {} --tolerance {}", repetitions, warmup, short_float(budget_ms),
                    short_float(effective_tolerance()));
+  if (!interleave_peer) s += " --interleave-peer false";
   return s;
 }
 
@@ -402,6 +403,10 @@ CLI::App* register_gemm(CLI::App& root, Action& action, std::shared_ptr<GemmOpti
   cmd->add_option("--budget-ms", o.budget_ms,
                   "Time budget per measurement in ms (0 = none); slow kernels get fewer runs, never fewer than 3")
       ->check(CLI::Range(0.0, 1e9))
+      ->capture_default_str();
+  cmd->add_option("--interleave-peer", o.interleave_peer,
+                  "Time each kernel in alternating rounds with the peer and take its % of the peer from those "
+                  "paired samples (same clocks for both); false: against the peer's own separate measurement")
       ->capture_default_str();
   cmd->add_option("--tolerance", o.tolerance,
                   "Largest rel err and max err vs cuBLAS that counts as correct (0 = by output type: fp32 1e-4, "
@@ -616,6 +621,7 @@ void fill_random(void* data, std::size_t count, DType t, std::uint64_t seed, cud
 struct MeasureSettings {
   bench::Options bench;
   double tolerance = 1e-4;
+  bool interleave_peer = true;
 };
 
 // What every record of one shape shares (written into each record's "extra").
@@ -711,13 +717,17 @@ std::vector<results::Record> measure_shape(const GemmSuite& suite, const GemmSha
       stream.synchronize();  // an asynchronous fault of this kernel surfaces here, on its own row
       return widen_output(c_checked.bytes.download(stream), suite.out);
     };
-    auto timed = [&](const Contender& ct) {
-      return bench::time_gpu(
-          [&](cudaStream_t st, int r) {
-            const auto i = static_cast<std::size_t>(r);
-            ct.run(s, a[i].data(), b[i].data(), c[i].data(), st);
-          },
-          setup.rotations, ms.bench, stream);
+    auto runner = [&](const Contender& ct) {
+      return [&](cudaStream_t st, int r) {
+        const auto i = static_cast<std::size_t>(r);
+        ct.run(s, a[i].data(), b[i].data(), c[i].data(), st);
+      };
+    };
+    auto timed = [&](const Contender& ct) { return bench::time_gpu(runner(ct), setup.rotations, ms.bench, stream); };
+    // A contender and the peer in alternating rounds (bench::time_gpu_interleaved): the ratio then compares
+    // runs made under the same clocks, which drift over seconds on a GPU at full power.
+    auto timed_with_peer = [&](const Contender& ct) {
+      return bench::time_gpu_interleaved({runner(ct), runner(suite.peer)}, setup.rotations, ms.bench, stream);
     };
 
     // The peer first: it is the reference for every row.
@@ -748,10 +758,18 @@ std::vector<results::Record> measure_shape(const GemmSuite& suite, const GemmSha
       try {
         const std::vector<float> result = checked_run(ct);
         const OutputCheck check = check_output(result, reference, s.m, s.n, s.ldc);
-        const bench::Timing t = timed(ct);
+        bench::Timing t, peer_t = peer_timing;
+        if (ms.interleave_peer) {
+          const std::vector<bench::Timing> pair = timed_with_peer(ct);
+          t = pair[0];
+          peer_t = pair[1];
+        } else {
+          t = timed(ct);
+        }
         results::Record r = base_extras(results::make_record(suite.suite, ct.name, shape, suite.dtype, t, work), suite,
                                         ct, setup, false);
-        r.set_peer(suite.peer.name, peer_timing.median_ms);
+        r.set_peer(suite.peer.name, peer_t.median_ms);
+        r.add_extra("peer_timing", std::string(ms.interleave_peer ? "interleaved" : "separate"));
         r.add_error(std::string(kGemmFroMetric), check.rel_fro);
         r.add_error(std::string(kGemmMaxMetric), check.max_rel);
         if (const std::string problem = check.problem(ms.tolerance, s.n); !problem.empty()) r.mark_incorrect(problem);
@@ -943,6 +961,7 @@ int run_gemm(const GemmOptions& o) {
   ms.bench.warmup = o.warmup;
   ms.bench.budget_ms = o.budget_ms;
   ms.tolerance = o.effective_tolerance();
+  ms.interleave_peer = o.interleave_peer;
 
   results::Document doc = results::make_document(device);
   doc.command = o.command_line();

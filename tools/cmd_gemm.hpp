@@ -73,6 +73,9 @@ struct GemmOptions {
   int warmup = 5;
   double budget_ms = 3000;  // per measurement; keeps the naive level at 8192^3 to a few runs
   double tolerance = 0;  // max normwise and max elementwise error vs cuBLAS for "ok"; 0: default_tolerance()
+  // Each contender timed in alternating rounds with the peer (bench::time_gpu_interleaved), the "% of peer"
+  // taken from those paired samples; off: the peer's own separate measurement is the denominator.
+  bool interleave_peer = true;
 
   bool tensor_core() const { return dtype != "fp32"; }
   std::string output_dtype() const { return out_dtype.empty() ? dtype : out_dtype; }

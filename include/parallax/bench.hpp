@@ -41,6 +41,22 @@ struct Timing {
 Timing time_gpu(const std::function<void(cudaStream_t stream, int rotation)>& run, int rotations,
                 const Options& options, cudaStream_t stream);
 
+// Times several functions against each other in ROUNDS: round i runs runs[0], runs[1], ... once each, so every
+// function sees the same clocks and temperature. A large GEMM at full power makes an H100's clock drift over
+// seconds; timed one after the other, a kernel and its peer can land on different sides of such a drift
+// (seen 2026-11-23: one kernel's median 4.73 and 5.01 ms in one run). Quoting "x% of the peer" from
+// interleaved samples removes that bias. Warm-up and budget as time_gpu (the budget sizes whole rounds);
+// one result per function, in order.
+std::vector<Timing> time_gpu_interleaved(const std::vector<std::function<void(cudaStream_t stream, int rotation)>>& runs,
+                                         int rotations, const Options& options, cudaStream_t stream);
+
+// Timed rounds that fit `options.budget_ms` after `spent_ms` of warm-up, one round costing `round_ms`: between
+// min(min_repetitions, repetitions) and repetitions; `repetitions` when there is no budget. (Exposed for tests.)
+int interleaved_repetitions(const Options& options, double spent_ms, double round_ms);
+
+// The statistics of a sample (median, min, max, mean, in-order samples). Throws on an empty sample.
+Timing timing_from_samples(std::vector<double> samples_ms);
+
 // Number of copies of a working set of `bytes_per_set` bytes such that cycling through them touches more
 // than twice the L2 size; at least 1, at most `max_rotations`.
 int rotations_for_l2(std::size_t bytes_per_set, std::size_t l2_bytes, int max_rotations = 64);

@@ -79,15 +79,90 @@ Timing time_gpu(const std::function<void(cudaStream_t, int)>& run, int rotations
   PX_CUDA_CHECK(cudaGetLastError());
   stops.back().synchronize();
 
-  Timing t;
-  t.repetitions = repetitions;
+  std::vector<double> samples;
   for (int i = 0; i < repetitions; ++i)
-    t.samples_ms.push_back(stops[static_cast<std::size_t>(i)].elapsed_since(starts[static_cast<std::size_t>(i)]));
-  t.median_ms = median(t.samples_ms);
-  t.min_ms = *std::min_element(t.samples_ms.begin(), t.samples_ms.end());
-  t.max_ms = *std::max_element(t.samples_ms.begin(), t.samples_ms.end());
-  t.mean_ms = std::accumulate(t.samples_ms.begin(), t.samples_ms.end(), 0.0) / t.samples_ms.size();
+    samples.push_back(stops[static_cast<std::size_t>(i)].elapsed_since(starts[static_cast<std::size_t>(i)]));
+  return timing_from_samples(std::move(samples));
+}
+
+Timing timing_from_samples(std::vector<double> samples_ms) {
+  PX_REQUIRE(!samples_ms.empty(), "samples_ms", "must not be empty");
+  Timing t;
+  t.repetitions = static_cast<int>(samples_ms.size());
+  t.median_ms = median(samples_ms);
+  t.min_ms = *std::min_element(samples_ms.begin(), samples_ms.end());
+  t.max_ms = *std::max_element(samples_ms.begin(), samples_ms.end());
+  t.mean_ms = std::accumulate(samples_ms.begin(), samples_ms.end(), 0.0) / static_cast<double>(samples_ms.size());
+  t.samples_ms = std::move(samples_ms);
   return t;
+}
+
+int interleaved_repetitions(const Options& options, double spent_ms, double round_ms) {
+  PX_REQUIRE(options.repetitions >= 1, "options.repetitions",
+             "must be >= 1 (got " + std::to_string(options.repetitions) + ")");
+  if (options.budget_ms <= 0 || round_ms <= 0) return options.repetitions;
+  const double left_ms = std::max(0.0, options.budget_ms - spent_ms);
+  const int affordable = static_cast<int>(left_ms / round_ms);
+  return std::clamp(affordable, std::min(options.min_repetitions, options.repetitions), options.repetitions);
+}
+
+std::vector<Timing> time_gpu_interleaved(const std::vector<std::function<void(cudaStream_t, int)>>& runs,
+                                         int rotations, const Options& options, cudaStream_t stream) {
+  PX_REQUIRE(!runs.empty(), "runs", "must name at least one function to time");
+  PX_REQUIRE(rotations >= 1, "rotations", "must be >= 1 (got " + std::to_string(rotations) + ")");
+  PX_REQUIRE(options.warmup >= 0, "options.warmup", "must be >= 0 (got " + std::to_string(options.warmup) + ")");
+  PX_REQUIRE(options.repetitions >= 1, "options.repetitions",
+             "must be >= 1 (got " + std::to_string(options.repetitions) + ")");
+  const std::size_t n = runs.size();
+  DeviceBuffer<unsigned char> flush;
+  if (options.flush_l2) flush = DeviceBuffer<unsigned char>(2 * device_info().l2_bytes);
+
+  // One call counter for all: consecutive runs (of different functions) use different input copies, so none
+  // finds its inputs left in L2 by the run before it.
+  int call = 0;
+  // Warm-up rounds, each function once per round, timed so that the budget can size the timed rounds.
+  double spent_ms = 0, round_ms = 0;
+  std::vector<Event> begin(n), end(n);
+  for (int w = 0; w < std::max(options.warmup, 1); ++w) {
+    for (std::size_t j = 0; j < n; ++j) {
+      begin[j].record(stream);
+      runs[j](stream, call++ % rotations);
+      end[j].record(stream);
+    }
+    end[n - 1].synchronize();
+    round_ms = 0;
+    for (std::size_t j = 0; j < n; ++j) round_ms += end[j].elapsed_since(begin[j]);
+    spent_ms += round_ms;
+    if (options.budget_ms > 0 && spent_ms > 0.25 * options.budget_ms) break;
+  }
+  const int repetitions = interleaved_repetitions(options, spent_ms, round_ms);
+  PX_CUDA_CHECK(cudaStreamSynchronize(stream));
+
+  std::vector<std::vector<Event>> starts, stops;  // Event is neither copyable nor movable: built in place
+  starts.reserve(n);
+  stops.reserve(n);
+  for (std::size_t j = 0; j < n; ++j) {
+    starts.emplace_back(static_cast<std::size_t>(repetitions));
+    stops.emplace_back(static_cast<std::size_t>(repetitions));
+  }
+  for (int i = 0; i < repetitions; ++i)
+    for (std::size_t j = 0; j < n; ++j) {
+      if (options.flush_l2) flush.fill_bytes((i * static_cast<int>(n) + static_cast<int>(j)) & 0xFF, stream);
+      starts[j][static_cast<std::size_t>(i)].record(stream);
+      runs[j](stream, call++ % rotations);
+      stops[j][static_cast<std::size_t>(i)].record(stream);
+    }
+  PX_CUDA_CHECK(cudaGetLastError());
+  stops[n - 1].back().synchronize();
+
+  std::vector<Timing> out;
+  for (std::size_t j = 0; j < n; ++j) {
+    std::vector<double> samples;
+    for (int i = 0; i < repetitions; ++i)
+      samples.push_back(stops[j][static_cast<std::size_t>(i)].elapsed_since(starts[j][static_cast<std::size_t>(i)]));
+    out.push_back(timing_from_samples(std::move(samples)));
+  }
+  return out;
 }
 
 }  // namespace parallax::bench

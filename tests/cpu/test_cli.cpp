@@ -415,6 +415,11 @@ TEST(CliGemm, CommandLineIsCanonical) {
                 .options->command_line(),
             "parallax gemm --kernel sgemm3 --m 10 --n 20 --k 30 --alpha 1 --beta 0.5 --ldc 24 --reps 30 --warmup 5 "
             "--budget-ms 3000 --tolerance 0.0001");
+  // The peer is timed interleaved with each kernel unless asked otherwise; only the non-default is spelled.
+  const GemmParse separate({"--ladder", "--sizes", "64", "--levels", "3", "--interleave-peer", "false"});
+  EXPECT_FALSE(separate.options->interleave_peer);
+  EXPECT_NE(separate.options->command_line().find(" --interleave-peer false"), std::string::npos);
+  EXPECT_TRUE(GemmParse({"--ladder"}).options->interleave_peer);
 }
 
 // ------------------------------------------------------------------------------------------------ info

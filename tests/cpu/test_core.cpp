@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <functional>
+
 #include "parallax/bench.hpp"
 #include "parallax/core.hpp"
 #include "parallax/random.hpp"
@@ -65,6 +67,43 @@ TEST(Bench, RotationsExceedTwiceL2) {
   EXPECT_EQ(parallax::bench::rotations_for_l2(1, l2, 64), 64);  // clamped
   EXPECT_EQ(parallax::bench::rotations_for_l2(0, l2), 1);
   EXPECT_THROW(parallax::bench::rotations_for_l2(1, l2, 0), parallax::InvalidArgument);
+}
+
+TEST(Bench, TimingFromSamplesKeepsOrderAndStatistics) {
+  const parallax::bench::Timing t = parallax::bench::timing_from_samples({3, 1, 4, 1, 5});
+  EXPECT_EQ(t.repetitions, 5);
+  EXPECT_DOUBLE_EQ(t.median_ms, 3);
+  EXPECT_DOUBLE_EQ(t.min_ms, 1);
+  EXPECT_DOUBLE_EQ(t.max_ms, 5);
+  EXPECT_DOUBLE_EQ(t.mean_ms, 14.0 / 5);
+  EXPECT_EQ(t.samples_ms, (std::vector<double>{3, 1, 4, 1, 5}));  // run order, not sorted
+  EXPECT_THROW(parallax::bench::timing_from_samples({}), parallax::InvalidArgument);
+}
+
+// Interleaved timing sizes whole rounds (one run of every function) from what is left of the budget.
+TEST(Bench, InterleavedRoundsFitTheBudget) {
+  parallax::bench::Options o;
+  o.repetitions = 30;
+  o.min_repetitions = 3;
+  EXPECT_EQ(parallax::bench::interleaved_repetitions(o, 100, 10), 30) << "no budget: all repetitions";
+  o.budget_ms = 1000;
+  EXPECT_EQ(parallax::bench::interleaved_repetitions(o, 100, 10), 30) << "90 rounds affordable, capped at 30";
+  EXPECT_EQ(parallax::bench::interleaved_repetitions(o, 100, 60), 15) << "900 ms left / 60 ms a round";
+  EXPECT_EQ(parallax::bench::interleaved_repetitions(o, 990, 60), 3) << "never below min_repetitions";
+  EXPECT_EQ(parallax::bench::interleaved_repetitions(o, 2000, 60), 3) << "budget overspent in warm-up";
+  o.repetitions = 2;
+  EXPECT_EQ(parallax::bench::interleaved_repetitions(o, 990, 60), 2) << "min_repetitions above repetitions";
+  o.repetitions = 0;
+  EXPECT_THROW(parallax::bench::interleaved_repetitions(o, 0, 1), parallax::InvalidArgument);
+}
+
+TEST(Bench, InterleavedTimingRejectsBadArguments) {
+  parallax::bench::Options o;
+  EXPECT_THROW(parallax::bench::time_gpu_interleaved({}, 1, o, nullptr), parallax::InvalidArgument);
+  const std::function<void(cudaStream_t, int)> noop = [](cudaStream_t, int) {};
+  EXPECT_THROW(parallax::bench::time_gpu_interleaved({noop}, 0, o, nullptr), parallax::InvalidArgument);
+  o.warmup = -1;
+  EXPECT_THROW(parallax::bench::time_gpu_interleaved({noop}, 1, o, nullptr), parallax::InvalidArgument);
 }
 
 TEST(Bench, WorkRatesAndFloor) {
