@@ -154,9 +154,17 @@ class DeviceBuffer {
     PX_CUDA_CHECK(cudaStreamSynchronize(stream));
     return host;
   }
-  // Sets every byte to `byte` (0xFF makes every float a NaN: the poison used before each test run).
-  void fill_bytes(int byte, cudaStream_t stream = nullptr) {
+  // Sets every byte to `byte` (0xFF makes every float a NaN: the poison used before each test run). With a stream: queued on it (stream order only). Without one: finished when
+  // the call returns, so it is ordered before work queued afterwards on ANY stream; a memset left pending on
+  // the legacy default stream is NOT ordered before a non-blocking stream's work (parallax::Stream is one),
+  // and a poison fill could then land on top of results (a test saw NaN rows that way, 2026-11-23).
+  void fill_bytes(int byte, cudaStream_t stream) {
     if (count_ > 0) PX_CUDA_CHECK(cudaMemsetAsync(data_, byte, bytes(), stream));
+  }
+  void fill_bytes(int byte) {
+    if (count_ == 0) return;
+    PX_CUDA_CHECK(cudaMemsetAsync(data_, byte, bytes(), nullptr));
+    PX_CUDA_CHECK(cudaStreamSynchronize(nullptr));
   }
 
  private:

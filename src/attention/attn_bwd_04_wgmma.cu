@@ -34,10 +34,15 @@
 // semaphore in the workspace counts the adders that have finished; the adder of key block n waits (one thread
 // spinning on ld.acquire.gpu) until all adders of key blocks 0 .. n-1 are done, adds, and releases
 // (bar.sync of its warpgroup, then __threadfence + atomicAdd by one thread). Every dq element is then summed
-// in the fixed order key block 0, 1, 2, ...: bitwise identical run to run. Deadlock-free because every CTA
-// walks (head, query block) in the same order and waits only for lower key blocks of its own (b, kv head),
-// which have lower linear block indices and so were dispatched earlier (FlashAttention-3 relies on the same
-// property). Only the reductions serialize; the products never wait.
+// in the fixed order key block 0, 1, 2, ... (causal: N-1, N-2, ..., 0): bitwise identical run to run.
+// Deadlock-free because every CTA walks (head, query block) in the same order and waits only for key blocks of
+// its own (b, kv head) that have lower linear block indices and so were dispatched earlier (FlashAttention-3
+// relies on the same property); causal maps blockIdx.x to key block N-1-x for that. Why descending for causal:
+// key block n starts at query block m_first(n) = (n 128 - shift) / 64, two blocks later than n - 1. In
+// ascending order block n reaches query block m two steps EARLIER than block n - 1 does and must wait for it
+// at every step, a chain that serialized the causal backward (measured on an H100: 0.48x of the atomic
+// mode); descending, the block it waits for (n + 1) reached m two steps earlier, so nobody waits in the
+// steady state. Only the reductions serialize; the products never wait.
 //
 // Barriers: kv_full (1 arrival + K/V bytes); q_full[s] (1 arrival with the Q/dO bytes + 32 arrivals of the
 // producer lanes that wrote lse / Delta); q_empty[s] (8 arrivals: every consumer warp, after its last read of
@@ -209,7 +214,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
 
   const int tid = static_cast<int>(threadIdx.x);
   const int wg = tid / 128;
-  const int n_block = static_cast<int>(blockIdx.x);
+  // Deterministic + causal: key blocks run (and add dQ) in DESCENDING order, see the header; the block that
+  // must add first is then dispatched first.
+  const int n_block = kCausal && kDeterministic ? static_cast<int>(gridDim.x - 1 - blockIdx.x)
+                                                : static_cast<int>(blockIdx.x);
   const int hk = static_cast<int>(blockIdx.y);
   const int b = static_cast<int>(blockIdx.z);
   const int n0 = n_block * kBlockN;
@@ -435,15 +443,26 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     fence_all(pa);
     fence_all(dsa);
     if (adds_dq) fence_all(dq);
-    if (lane == 0) ptx::mbarrier_arrive(sm.q_empty(s));  // Q, dO, lse, Delta of stage s fully read
+    // Q, dO, lse, Delta of stage s fully read. The __syncwarp orders every lane's lse / Delta loads before
+    // lane 0's arrival (racecheck flagged the producer's rewrite of the stage against them without it).
+    __syncwarp();
+    if (lane == 0) ptx::mbarrier_arrive(sm.q_empty(s));
 
     if (adds_dq) {
       int* sem = nullptr;
       if constexpr (kDeterministic) {
-        // Wait until the adders of key blocks 0 .. n_block - 1 finished this query block.
+        // Wait until the key blocks that add before this one finished this query block: 0 .. n_block - 1
+        // (non-causal), or n_block + 1 .. n_last(m_blk), the last key block that sees query block m_blk
+        // (causal, descending: m_first(n') <= m_blk <=> n' * kBlockN - shift < kBlockM (m_blk + 1)).
+        int before = n_block;
+        if constexpr (kCausal) {
+          const int n_last = min(static_cast<int>(gridDim.x) - 1,
+                                 (kBlockM * (m_blk + 1) + shift - 1) / kBlockN);  // numerator >= 1 here
+          before = n_last - n_block;
+        }
         sem = p.dq_semaphore + (static_cast<std::int64_t>(b) * p.heads + h) * m_blocks + m_blk;
         if (t == 0)
-          while (load_acquire_gpu(sem) < n_block * Cfg::kDqAdders) {
+          while (load_acquire_gpu(sem) < before * Cfg::kDqAdders) {
           }
         ptx::named_barrier_sync(2 + wg, 128);
       }
