@@ -45,7 +45,7 @@
 // steady state. Only the reductions serialize; the products never wait.
 //
 // Barriers: kv_full (1 arrival + K/V bytes); q_full[s] (1 arrival with the Q/dO bytes + 32 arrivals of the
-// producer lanes that wrote lse / Delta); q_empty[s] (8 arrivals: every consumer warp, after its last read of
+// producer lanes that wrote lse / Delta); q_empty[s] (256 arrivals: every consumer thread, after its last read of
 // the stage); named barrier 1 (256 consumer threads: dS^T complete), 2 + wg (128 threads of one consumer).
 // dS^T is double-buffered: a consumer rewrites buffer s at step it + 2 only after passing the step it + 1
 // barrier, which the other consumer reaches only after its step-it dQ product (the last reader) completed.
@@ -238,7 +238,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     ptx::mbarrier_init(sm.kv_full(), 1);
     for (int s = 0; s < kStages; ++s) {
       ptx::mbarrier_init(sm.q_full(s), 1 + 32);
-      ptx::mbarrier_init(sm.q_empty(s), Cfg::kConsumerWarps);
+      ptx::mbarrier_init(sm.q_empty(s), Cfg::kConsumerWarps * 32);
     }
     ptx::fence_proxy_async_shared();
   }
@@ -443,10 +443,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     fence_all(pa);
     fence_all(dsa);
     if (adds_dq) fence_all(dq);
-    // Q, dO, lse, Delta of stage s fully read. The __syncwarp orders every lane's lse / Delta loads before
-    // lane 0's arrival (racecheck flagged the producer's rewrite of the stage against them without it).
-    __syncwarp();
-    if (lane == 0) ptx::mbarrier_arrive(sm.q_empty(s));
+    // Q, dO, lse, Delta of stage s fully read: EVERY consumer thread arrives, because an arrival releases only
+    // its own thread's earlier accesses and each lane read lse / Delta with ordinary loads (one arrival per
+    // warp, even after a __syncwarp, left racecheck reporting the producer's rewrite of the stage).
+    ptx::mbarrier_arrive(sm.q_empty(s));
 
     if (adds_dq) {
       int* sem = nullptr;
