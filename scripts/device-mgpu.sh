@@ -15,11 +15,14 @@ BUILD_DIR=${BUILD_DIR:-build-device}
 P="$PWD/$BUILD_DIR/tools/parallax"
 G=$(nvidia-smi -L | wc -l)
 SHAPE=${TP_SHAPE:-"--t 8192 --k 8192 --n 28672"}
-T_BUILD=${T_BUILD:-200} T_MGPU=${T_MGPU:-300} T_COMM=${T_COMM:-90} STEPS="build mgpu comm" \
+T_BUILD=${T_BUILD:-200} T_MGPU=${T_MGPU:-300} T_COMM=${T_COMM:-90} STEPS=${CHECK_STEPS:-"build mgpu comm"} \
   BUDGET_S=${CHECK_BUDGET_S:-420} scripts/device-check.sh "$OUT_DIR"
 TP=$(mktemp -d)/tp && mkdir -p "$TP"
+# RUNS="name name ..." limits the tp runs below to those names (default: all); SKIP_TORCH=1 / SKIP_REPORT=1
+# skip the torch baseline / the report (to fit a 600 s call: run the study in two calls with different RUNS).
 run() {  # name, timeout, args...
   local name=$1 limit=$2; shift 2
+  if [ -n "${RUNS:-}" ] && [[ " $RUNS " != *" $name "* ]]; then return 0; fi
   echo "== tp $name: $*"
   # shellcheck disable=SC2086
   timeout "$limit" "$P" tp --gpus "$G" $SHAPE "$@" --json-out "$TP/$name.json" >"$TP/$name.log" 2>&1
@@ -38,11 +41,15 @@ run column_ce_s1 60 --layer column --overlap on --transport copy-engine --comput
 run column_ce_tapered 60 --layer column --overlap on --transport copy-engine --chunk-schedule tapered
 run column_cublas_tapered 60 --layer column --overlap on --gemm cublas --transport copy-engine --chunk-schedule tapered
 run mlp_s1 90 --layer mlp --overlap on --compute-streams 1
-echo "== torch baseline"
-timeout 120 python3 scripts/tp_torch_baseline.py --gpus "$G" >"$TP/torch_baseline.log" 2>&1
-echo "   rc $? $(tail -n 8 "$TP/torch_baseline.log")"
+if [ "${SKIP_TORCH:-0}" != 1 ]; then
+  echo "== torch baseline"
+  timeout 120 python3 scripts/tp_torch_baseline.py --gpus "$G" >"$TP/torch_baseline.log" 2>&1
+  echo "   rc $? $(tail -n 8 "$TP/torch_baseline.log")"
+fi
 tar czf "$OUT_DIR/tp.tar.gz" -C "$(dirname "$TP")" tp
-echo "== report --quick over $G GPUs"
-timeout "${T_REPORT:-200}" "$P" report --quick --out "$TP/../report" >"$TP/../report.log" 2>&1
-echo "   rc $?"; cp "$TP/../report.log" "$TP/../report/" 2>/dev/null
-tar czf "$OUT_DIR/report.tar.gz" -C "$TP/.." report
+if [ "${SKIP_REPORT:-0}" != 1 ]; then
+  echo "== report --quick over $G GPUs"
+  timeout "${T_REPORT:-200}" "$P" report --quick --out "$TP/../report" >"$TP/../report.log" 2>&1
+  echo "   rc $?"; cp "$TP/../report.log" "$TP/../report/" 2>/dev/null
+  tar czf "$OUT_DIR/report.tar.gz" -C "$TP/.." report
+fi
