@@ -257,13 +257,18 @@ MlpProblem make_mlp_problem(const MlpCase& c, std::uint64_t seed) {
   for (auto& b : p.b2) b = u(rng);
   using parallax::tp::detail::gelu_derivative_reference;
   using parallax::tp::detail::gelu_reference;
+  // The layer keeps its intermediates in bf16 (H, A, dA, dH: [t, hidden] workspaces), so the reference
+  // rounds them at the same points; the rest (products, sums) stays float64. Without that, tiny problems
+  // with cancelling sums (db1 over 9 rows, t = k = hidden = 1) differed by 2-7% from an all-float64 chain
+  // on some seeds: bf16 storage, not an error of the layer.
+  auto bf16_round = [](double v) { return static_cast<double>(__bfloat162float(__float2bfloat16(static_cast<float>(v)))); };
   auto h = matmul(c.t, c.hidden, c.k, [&](auto i, auto q) { return p.x.d[i * c.k + q]; },
                   [&](auto q, auto j) { return p.w1.d[q * c.hidden + j]; });
   std::vector<double> a(h.size());
   for (std::int64_t i = 0; i < c.t; ++i)
     for (std::int64_t j = 0; j < c.hidden; ++j) {
-      h[i * c.hidden + j] += p.b1[j];
-      a[i * c.hidden + j] = gelu_reference(h[i * c.hidden + j]);
+      h[i * c.hidden + j] = bf16_round(h[i * c.hidden + j] + p.b1[j]);
+      a[i * c.hidden + j] = bf16_round(gelu_reference(h[i * c.hidden + j]));
     }
   p.y = matmul(c.t, c.n, c.hidden, [&](auto i, auto q) { return a[i * c.hidden + q]; },
                [&](auto q, auto j) { return p.w2.d[q * c.n + j]; });
@@ -271,7 +276,7 @@ MlpProblem make_mlp_problem(const MlpCase& c, std::uint64_t seed) {
     for (std::int64_t j = 0; j < c.n; ++j) p.y[i * c.n + j] += p.b2[j];
   auto dh = matmul(c.t, c.hidden, c.n, [&](auto i, auto q) { return p.dy.d[i * c.n + q]; },
                    [&](auto q, auto j) { return p.w2.d[j * c.n + q]; });  // dA = dY W2ᵀ
-  for (std::size_t i = 0; i < dh.size(); ++i) dh[i] *= gelu_derivative_reference(h[i]);
+  for (std::size_t i = 0; i < dh.size(); ++i) dh[i] = bf16_round(bf16_round(dh[i]) * gelu_derivative_reference(h[i]));
   p.dx = matmul(c.t, c.k, c.hidden, [&](auto i, auto q) { return dh[i * c.hidden + q]; },
                 [&](auto q, auto j) { return p.w1.d[j * c.hidden + q]; });  // dH W1ᵀ
   p.dw1 = matmul(c.k, c.hidden, c.t, [&](auto i, auto q) { return p.x.d[q * c.k + i]; },
