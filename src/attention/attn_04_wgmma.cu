@@ -66,6 +66,7 @@
 
 #include "attention/attention_tma.hpp"
 #include "attention/launchers.hpp"
+#include "attention/wgmma_attention.cuh"
 #include "parallax/core.hpp"
 #include "ptx/mbarrier.cuh"
 #include "ptx/sm80.cuh"
@@ -138,15 +139,6 @@ __device__ __forceinline__ void wgmma_qk(float (&s)[64], uint64_t da, uint64_t d
   if constexpr (std::is_same_v<T, __nv_bfloat16>) ptx::wgmma_m64n128k16_bf16<false, false>(s, da, db, scale_d);
   else ptx::wgmma_m64n128k16_f16<false, false>(s, da, db, scale_d);
 }
-// O += P V for one k16 step (P from registers, V MN-major), by head dim and element type.
-template <int D, typename T>
-__device__ __forceinline__ void wgmma_pv(float (&o)[D / 2], const uint32_t (&a)[4], uint64_t db) {
-  if constexpr (D == 128 && std::is_same_v<T, __nv_bfloat16>) ptx::wgmma_m64n128k16_rs_bf16<true>(o, a, db, 1u);
-  else if constexpr (D == 128) ptx::wgmma_m64n128k16_rs_f16<true>(o, a, db, 1u);
-  else if constexpr (std::is_same_v<T, __nv_bfloat16>) ptx::wgmma_m64n64k16_rs_bf16<true>(o, a, db, 1u);
-  else ptx::wgmma_m64n64k16_rs_f16<true>(o, a, db, 1u);
-}
-
 __device__ __forceinline__ float quad_max(float x) {
   x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
   return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
@@ -156,18 +148,6 @@ __device__ __forceinline__ float quad_sum(float x) {
   return x + __shfl_xor_sync(0xffffffffu, x, 2);
 }
 
-template <int N>
-__device__ __forceinline__ void fence_all(float (&r)[N]) {
-#pragma unroll
-  for (int i = 0; i < N; ++i) ptx::register_fence(r[i]);
-}
-template <int N>
-__device__ __forceinline__ void fence_all(uint32_t (&r)[N][4]) {
-#pragma unroll
-  for (int i = 0; i < N; ++i)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) ptx::register_fence(r[i][e]);
-}
 
 template <typename T, class Cfg, bool kCausal>
 __global__ void __launch_bounds__(Cfg::kThreads, 1)
@@ -284,7 +264,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
 #pragma unroll
     for (int kk = 0; kk < kBlockN / 16; ++kk) {
       const uint64_t db = ptx::make_smem_desc_sw128(v_base + kk * 16 * 128, Cfg::kKVBoxBytes, 1024);
-      wgmma_pv<D, T>(o, pf[kk], db);
+      wgmma_rs<D, T>(o, pf[kk], db);
     }
   };
   // Mask (when tile j crosses Sk or this warpgroup's causal diagonal) and online softmax of s, in place.

@@ -71,6 +71,7 @@
 #include "attention/attention_common.cuh"
 #include "attention/attention_tma.hpp"
 #include "attention/launchers.hpp"
+#include "attention/wgmma_attention.cuh"
 #include "parallax/core.hpp"
 #include "ptx/mbarrier.cuh"
 #include "ptx/sm80.cuh"
@@ -160,27 +161,7 @@ __device__ __forceinline__ void wgmma_ss64(float (&d)[32], uint64_t da, uint64_t
   if constexpr (std::is_same_v<T, __nv_bfloat16>) ptx::wgmma_m64n64k16_bf16<kTransA, kTransB>(d, da, db, scale_d);
   else ptx::wgmma_m64n64k16_f16<kTransA, kTransB>(d, da, db, scale_d);
 }
-// [64 x D] += A B for one k16 step, A from registers, B MN-major from shared memory.
-template <int D, typename T>
-__device__ __forceinline__ void wgmma_rs(float (&d)[D / 2], const uint32_t (&a)[4], uint64_t db) {
-  if constexpr (D == 128 && std::is_same_v<T, __nv_bfloat16>) ptx::wgmma_m64n128k16_rs_bf16<true>(d, a, db, 1u);
-  else if constexpr (D == 128) ptx::wgmma_m64n128k16_rs_f16<true>(d, a, db, 1u);
-  else if constexpr (std::is_same_v<T, __nv_bfloat16>) ptx::wgmma_m64n64k16_rs_bf16<true>(d, a, db, 1u);
-  else ptx::wgmma_m64n64k16_rs_f16<true>(d, a, db, 1u);
-}
 
-template <int N>
-__device__ __forceinline__ void fence_all(float (&r)[N]) {
-#pragma unroll
-  for (int i = 0; i < N; ++i) ptx::register_fence(r[i]);
-}
-template <int N>
-__device__ __forceinline__ void fence_all(uint32_t (&r)[N][4]) {
-#pragma unroll
-  for (int i = 0; i < N; ++i)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) ptx::register_fence(r[i][e]);
-}
 
 // Two adjacent fp32 additions to global memory in one vector reduction (sm_90: red.global.add.v2.f32).
 __device__ __forceinline__ void red_add_v2(float* addr, float a, float b) {
