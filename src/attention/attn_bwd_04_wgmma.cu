@@ -103,11 +103,19 @@ struct WgmmaBwdConfig {
   static constexpr int kDSBytes = kBlockN * kBlockM * 2;  // dS^T [128 keys][64 q], 16-bit
   // dQ adders per CTA and step: D 128 splits dQ's columns over both consumers, D 64 alternates them.
   static constexpr int kDqAdders = kHeadDim == 128 ? 2 : 1;
-  static constexpr int kBarriers = 1 + 2 * kStages;  // kv_full, q_full[s], q_empty[s]
-  // K, V, kStages x (Q, dO), 2 x dS^T, kStages x (lse, Delta) fp32, barriers, 1024 bytes to align the base by
-  // hand (the 128B swizzle needs 1024-byte aligned atoms; dynamic shared memory only guarantees 16).
-  static constexpr int kSmemBytes =
-      2 * kKVBytes + 2 * kStages * kQBytes + 2 * kDSBytes + 2 * kStages * kBlockM * 4 + kBarriers * 8 + 1024;
+  // One consumer's dQ contribution per step: 64 query rows x 64 fp32 columns, staged for the TMA reduction as
+  // two 128B-swizzled boxes of 64 rows x 32 floats; kDqBufs of them per consumer.
+  static constexpr int kDqBoxBytes = kBlockM * 128;
+  static constexpr int kDqBufBytes = 2 * kDqBoxBytes;
+  static constexpr int kDqBufs = 2;
+  // kv_full, q_full[s], q_empty[s], dq_full[consumer][buf], dq_empty[consumer][buf]
+  static constexpr int kBarriers = 1 + 2 * kStages + 2 * kConsumers * kDqBufs;
+  // K, V, kStages x (Q, dO), 2 x dS^T, the dQ staging buffers, kStages x (lse, Delta) fp32, barriers, 1024
+  // bytes to align the base by hand (the 128B swizzle needs 1024-byte aligned atoms; dynamic shared memory only
+  // guarantees 16).
+  static constexpr int kSmemBytes = 2 * kKVBytes + 2 * kStages * kQBytes + 2 * kDSBytes +
+                                    kConsumers * kDqBufs * kDqBufBytes + 2 * kStages * kBlockM * 4 + kBarriers * 8 +
+                                    1024;
   static constexpr int kProducerRegs = 24;
   static constexpr int kConsumerRegs = 240;
 
@@ -141,18 +149,26 @@ struct BwdSmem {
   __device__ __forceinline__ unsigned char* ds(int buf) const {
     return base + 2 * Cfg::kKVBytes + 2 * Cfg::kStages * Cfg::kQBytes + buf * Cfg::kDSBytes;
   }
-  __device__ __forceinline__ float* lse2(int s) const {
-    return reinterpret_cast<float*>(ds(2)) + s * Cfg::kBlockM;
+  __device__ __forceinline__ unsigned char* dq(int wg, int buf) const {
+    return ds(2) + (wg * Cfg::kDqBufs + buf) * Cfg::kDqBufBytes;
   }
+  __device__ __forceinline__ unsigned char* tail() const { return dq(Cfg::kConsumers, 0); }
+  __device__ __forceinline__ float* lse2(int s) const { return reinterpret_cast<float*>(tail()) + s * Cfg::kBlockM; }
   __device__ __forceinline__ float* delta(int s) const {
-    return reinterpret_cast<float*>(ds(2)) + (Cfg::kStages + s) * Cfg::kBlockM;
+    return reinterpret_cast<float*>(tail()) + (Cfg::kStages + s) * Cfg::kBlockM;
   }
   __device__ __forceinline__ uint64_t* bar(int i) const {
-    return reinterpret_cast<uint64_t*>(ds(2) + 2 * Cfg::kStages * Cfg::kBlockM * 4) + i;
+    return reinterpret_cast<uint64_t*>(tail() + 2 * Cfg::kStages * Cfg::kBlockM * 4) + i;
   }
   __device__ __forceinline__ uint64_t* kv_full() const { return bar(0); }
   __device__ __forceinline__ uint64_t* q_full(int s) const { return bar(1 + s); }
   __device__ __forceinline__ uint64_t* q_empty(int s) const { return bar(1 + Cfg::kStages + s); }
+  __device__ __forceinline__ uint64_t* dq_full(int wg, int buf) const {
+    return bar(1 + 2 * Cfg::kStages + wg * Cfg::kDqBufs + buf);
+  }
+  __device__ __forceinline__ uint64_t* dq_empty(int wg, int buf) const {
+    return bar(1 + 2 * Cfg::kStages + (Cfg::kConsumers + wg) * Cfg::kDqBufs + buf);
+  }
 };
 
 // [64 x 64] (+)= A B for one k16 step, both from shared memory, by element type and major-ness.
@@ -163,15 +179,6 @@ __device__ __forceinline__ void wgmma_ss64(float (&d)[32], uint64_t da, uint64_t
 }
 
 
-// Two adjacent fp32 additions to global memory in one vector reduction (sm_90: red.global.add.v2.f32).
-__device__ __forceinline__ void red_add_v2(float* addr, float a, float b) {
-#if PX_SM90_PTX
-  asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(addr), "f"(a), "f"(b) : "memory");
-#else
-  (void)addr, (void)a, (void)b;
-  __trap();
-#endif
-}
 __device__ __forceinline__ int load_acquire_gpu(const int* addr) {
   int v;
   asm volatile("ld.acquire.gpu.global.s32 %0, [%1];\n" : "=r"(v) : "l"(addr) : "memory");
@@ -182,7 +189,7 @@ template <typename T, class Cfg, bool kCausal, bool kDeterministic>
 __global__ void __launch_bounds__(Cfg::kThreads, 1)
     attention_bwd_wgmma_kernel(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
                                const __grid_constant__ CUtensorMap map_v, const __grid_constant__ CUtensorMap map_do,
-                               const WgmmaBwdParams p) {
+                               const __grid_constant__ CUtensorMap map_dq, const WgmmaBwdParams p) {
 #if PX_SM90_PTX
   constexpr int D = Cfg::kHeadDim;
   constexpr int kBlockM = Cfg::kBlockM;
@@ -216,11 +223,17 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     ptx::tma_prefetch_descriptor(&map_k);
     ptx::tma_prefetch_descriptor(&map_v);
     ptx::tma_prefetch_descriptor(&map_do);
+    ptx::tma_prefetch_descriptor(&map_dq);
     ptx::mbarrier_init(sm.kv_full(), 1);
     for (int s = 0; s < kStages; ++s) {
       ptx::mbarrier_init(sm.q_full(s), 1 + 32);
       ptx::mbarrier_init(sm.q_empty(s), Cfg::kConsumerWarps * 32);
     }
+    for (int c = 0; c < Cfg::kConsumers; ++c)
+      for (int buf = 0; buf < Cfg::kDqBufs; ++buf) {
+        ptx::mbarrier_init(sm.dq_full(c, buf), 128);
+        ptx::mbarrier_init(sm.dq_empty(c, buf), 1);
+      }
     ptx::fence_proxy_async_shared();
   }
   __syncthreads();
@@ -266,6 +279,55 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         }
         ptx::mbarrier_arrive(sm.q_full(s));  // release: this lane's lse / Delta stores
       }
+    } else if (tid / 32 == Cfg::kConsumers * 4 + 1 && tid % 32 == 0) {
+      // ---- dQ writer: lane 0 of warp 1 adds each staged dQ contribution to the fp32 accumulator with two TMA
+      // bulk reductions (one per 32-column box) and hands the buffer back once the TMA has read it. In
+      // deterministic mode it also keeps the order of the additions, so the consumers never wait for it. ----
+      for (int it = 0; it < total; ++it) {
+        const int h = hk * p.heads_per_kv + it / n_m;
+        const int m_blk = m_first + it % n_m;
+        const int j = Cfg::kDqAdders == 2 ? it : it / 2;  // the adding consumer's count of earlier additions
+        const int buf = j % Cfg::kDqBufs;
+        const uint32_t parity = (j / Cfg::kDqBufs) & 1;
+        int* sem = nullptr;
+        int before = 0;
+        if constexpr (kDeterministic) {
+          // The key blocks that add before this one must have finished this query block: 0 .. n_block - 1
+          // (non-causal), or n_block + 1 .. n_last(m_blk), the last key block that sees query block m_blk
+          // (causal, descending: m_first(n') <= m_blk <=> n' * kBlockN - shift < kBlockM (m_blk + 1)).
+          before = n_block;
+          if constexpr (kCausal) {
+            const int n_last =
+                min(static_cast<int>(gridDim.x) - 1, (kBlockM * (m_blk + 1) + shift - 1) / kBlockN);  // num. >= 1
+            before = n_last - n_block;
+          }
+          sem = p.dq_semaphore + (static_cast<std::int64_t>(b) * p.heads + h) * m_blocks + m_blk;
+        }
+#pragma unroll
+        for (int c = 0; c < Cfg::kConsumers; ++c) {
+          if (Cfg::kDqAdders == 1 && c != it % 2) continue;  // D 64: consumer it % 2 computed this step's dQ
+          ptx::mbarrier_wait(sm.dq_full(c, buf), parity);
+          if constexpr (kDeterministic) {
+            while (load_acquire_gpu(sem) < before * Cfg::kDqAdders) {
+            }
+            ptx::fence_proxy_async_global();  // the acquire above before the reduction below (async proxy)
+          }
+          const int col0 = Cfg::kDqAdders == 2 ? 64 * c : 0;
+          ptx::tma_reduce_add_4d(&map_dq, sm.dq(c, buf), col0, m_blk * kBlockM, h, b);
+          ptx::tma_reduce_add_4d(&map_dq, sm.dq(c, buf) + Cfg::kDqBoxBytes, col0 + 32, m_blk * kBlockM, h, b);
+          ptx::bulk_commit_group();
+          if constexpr (kDeterministic) {
+            ptx::bulk_wait_group<0>();  // the additions are done in global memory, then published
+            ptx::fence_proxy_async_global();
+            __threadfence();
+            atomicAdd(sem, 1);
+          } else {
+            ptx::bulk_wait_group_read<0>();
+          }
+          ptx::mbarrier_arrive(sm.dq_empty(c, buf));
+        }
+      }
+      ptx::bulk_wait_group<0>();
     }
     return;
   }
@@ -384,8 +446,19 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       }
     ptx::fence_proxy_async_shared();  // the generic stores above are read by wgmma (async proxy) below
 
-    // dV += P^T dO, dK += dS^T Q: 4 k-steps over the 64 queries; B = dO / Q [query][d] is MN-major
-    // (LBO = one box = the next 64 d-values, SBO = 1024 = the next 8 queries, k16 slice = 16 rows).
+    // dV += P^T dO, then (once both halves of dS^T are stored) dQ_i = dS K, then dK += dS^T Q. dV and dK: 4
+    // k-steps over the 64 queries, B = dO / Q [query][d] MN-major (LBO = one box = the next 64 d-values, SBO =
+    // 1024 = the next 8 queries, k16 slice = 16 rows). dQ: 8 k-steps of 16 keys, A = dS [q][key] is the stored
+    // dS^T read MN-major (the 64 queries of a key row are contiguous), B = K [key][d] MN-major. D 128: dK goes
+    // last so that it still runs on the tensor cores while this warpgroup stages dQ for the writer. D 64 issues
+    // dK before the barrier: there only every other step adds dQ, and reading the dQ accumulator behind a
+    // conditional wait_group<1> makes ptxas serialize the kernel's wgmmas (C7514).
+    constexpr bool kDkBeforeDq = Cfg::kDqAdders == 1;
+    const auto issue_dk = [&] {
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk)
+        wgmma_rs<D, T>(dk, dsa[kk], ptx::make_smem_desc_sw128(q_s + kk * 16 * 128, Cfg::kQBoxBytes, 1024));
+    };
     fence_all(dk);
     fence_all(dv);
     fence_all(pa);
@@ -394,13 +467,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk)
       wgmma_rs<D, T>(dv, pa[kk], ptx::make_smem_desc_sw128(do_s + kk * 16 * 128, Cfg::kQBoxBytes, 1024));
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk)
-      wgmma_rs<D, T>(dk, dsa[kk], ptx::make_smem_desc_sw128(q_s + kk * 16 * 128, Cfg::kQBoxBytes, 1024));
+    if constexpr (kDkBeforeDq) issue_dk();
     ptx::wgmma_commit_group();
 
-    // dQ_i = dS K over all 128 keys once both halves of dS^T are stored: A = dS [q][key] is the stored dS^T
-    // read MN-major (the 64 queries of a key row are contiguous), B = K [key][d] MN-major; 8 k-steps of 16 keys.
     ptx::named_barrier_sync(1, 256);
     // D 64: one consumer per step. The condition is warpgroup-uniform, but ptxas cannot prove it from the
     // thread index and then serializes every wgmma of the kernel around the branch (C7520); a value broadcast
@@ -418,51 +487,40 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
                                   kk == 0 ? 0u : 1u);
       ptx::wgmma_commit_group();
     }
+    if constexpr (!kDkBeforeDq) {
+      issue_dk();
+      ptx::wgmma_commit_group();
+    }
+
+    if (adds_dq) {
+      // dV and dQ are done (D 128: dK may still run). Stage dQ as the TMA reduction's two boxes of 64 rows x 32 fp32
+      // (128B swizzle: 16-byte chunk c of row r at c ^ (r % 8)); register pair (i, i + 1) is row acc_row +
+      // 8 ((i / 2) % 2), columns 8 (i / 4) + 2 q4, +1, i.e. box i / 16, chunk 2 ((i / 4) % 4) + q4 / 2.
+      ptx::wgmma_wait_group<kDkBeforeDq ? 0 : 1>();
+      fence_all(dq);
+      const int j = Cfg::kDqAdders == 2 ? it : it / 2;  // this consumer's count of earlier additions
+      const int buf = j % Cfg::kDqBufs;
+      ptx::mbarrier_wait(sm.dq_empty(wg, buf), ((j / Cfg::kDqBufs) & 1) ^ 1u);  // a fresh barrier passes parity 1
+      unsigned char* const dq_stage = sm.dq(wg, buf);
+#pragma unroll
+      for (int i = 0; i < 32; i += 2) {
+        const int row = acc_row + 8 * ((i / 2) % 2);
+        const int chunk = 2 * ((i / 4) % 4) + q4 / 2;
+        *reinterpret_cast<float2*>(dq_stage + (i / 16) * Cfg::kDqBoxBytes + row * 128 + ((chunk ^ (row % 8)) * 16) +
+                                   (q4 % 2) * 8) = make_float2(dq[i], dq[i + 1]);
+      }
+      ptx::fence_proxy_async_shared();  // generic stores above, read by the TMA (async proxy) after the barrier
+      ptx::mbarrier_arrive(sm.dq_full(wg, buf));
+    }
     ptx::wgmma_wait_group<0>();
     fence_all(dk);
     fence_all(dv);
     fence_all(pa);
     fence_all(dsa);
-    if (adds_dq) fence_all(dq);
     // Q, dO, lse, Delta of stage s fully read: EVERY consumer thread arrives, because an arrival releases only
     // its own thread's earlier accesses and each lane read lse / Delta with ordinary loads (one arrival per
     // warp, even after a __syncwarp, left racecheck reporting the producer's rewrite of the stage).
     ptx::mbarrier_arrive(sm.q_empty(s));
-
-    if (adds_dq) {
-      int* sem = nullptr;
-      if constexpr (kDeterministic) {
-        // Wait until the key blocks that add before this one finished this query block: 0 .. n_block - 1
-        // (non-causal), or n_block + 1 .. n_last(m_blk), the last key block that sees query block m_blk
-        // (causal, descending: m_first(n') <= m_blk <=> n' * kBlockN - shift < kBlockM (m_blk + 1)).
-        int before = n_block;
-        if constexpr (kCausal) {
-          const int n_last = min(static_cast<int>(gridDim.x) - 1,
-                                 (kBlockM * (m_blk + 1) + shift - 1) / kBlockN);  // numerator >= 1 here
-          before = n_last - n_block;
-        }
-        sem = p.dq_semaphore + (static_cast<std::int64_t>(b) * p.heads + h) * m_blocks + m_blk;
-        if (t == 0)
-          while (load_acquire_gpu(sem) < before * Cfg::kDqAdders) {
-          }
-        ptx::named_barrier_sync(2 + wg, 128);
-      }
-      float* const acc =
-          p.dq_accum + ((static_cast<std::int64_t>(b) * p.heads + h) * p.seqlen_q) * D + dq_box * 64;
-#pragma unroll
-      for (int i = 0; i < 32; i += 2) {
-        const int row = m0 + acc_row + 8 * ((i / 2) % 2);
-        const int col = 8 * (i / 4) + 2 * q4;
-        if (row < p.seqlen_q) red_add_v2(acc + static_cast<std::int64_t>(row) * D + col, dq[i], dq[i + 1]);
-      }
-      if constexpr (kDeterministic) {
-        ptx::named_barrier_sync(2 + wg, 128);
-        if (t == 0) {
-          __threadfence();
-          atomicAdd(sem, 1);
-        }
-      }
-    }
   }
 
   // ---- epilogue: dK (scaled) and dV staged in the CTA's K / V tiles (same swizzle), then 16-byte stores ----
@@ -509,11 +567,20 @@ void launch_instance(const AttentionBackwardArgs& a, const WgmmaBwdParams& param
                                                        a.k_strides, Cfg::kBlockN);
   const CUtensorMap map_v = make_attention_operand_map(a.v, a.dtype, a.seqlen_k, a.heads_kv, a.batch, a.head_dim,
                                                        a.v_strides, Cfg::kBlockN);
+  // The fp32 dq accumulator [B, H, Sq, D] (contiguous) as (D, Sq, H, B), boxes of 32 columns x 64 rows: the
+  // writer's bulk reductions. Rows past Sq are skipped by the TMA.
+  const std::uint64_t dq_dims[4] = {static_cast<std::uint64_t>(a.head_dim), static_cast<std::uint64_t>(a.seqlen_q),
+                                    static_cast<std::uint64_t>(a.heads), static_cast<std::uint64_t>(a.batch)};
+  const std::uint64_t dq_row_bytes = static_cast<std::uint64_t>(a.head_dim) * sizeof(float);
+  const std::uint64_t dq_strides[3] = {dq_row_bytes, dq_row_bytes * a.seqlen_q,
+                                       dq_row_bytes * a.seqlen_q * static_cast<std::uint64_t>(a.heads)};
+  const std::uint32_t dq_box[4] = {32, static_cast<std::uint32_t>(Cfg::kBlockM), 1, 1};
+  const CUtensorMap map_dq = make_tma_map_4d(params.dq_accum, DType::kF32, dq_dims, dq_strides, dq_box);
   auto* kernel = &attention_bwd_wgmma_kernel<T, Cfg, kCausal, kDeterministic>;
   PX_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes));
   const dim3 grid(static_cast<unsigned>((a.seqlen_k + Cfg::kBlockN - 1) / Cfg::kBlockN),
                   static_cast<unsigned>(a.heads_kv), static_cast<unsigned>(a.batch));
-  kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(map_q, map_k, map_v, map_do, params);
+  kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(map_q, map_k, map_v, map_do, map_dq, params);
   PX_CUDA_CHECK_LAUNCH();
 }
 

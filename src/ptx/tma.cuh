@@ -93,6 +93,35 @@ __device__ __forceinline__ void tma_store_2d(const void* tensor_map, const void*
 #endif
 }
 
+// Adds the shared-memory box at `src` (laid out as the map's box, 128B-swizzled) element by element into the
+// global tensor at coordinates (c0 innermost, ..., c3): a bulk reduction through the TMA unit, issued by one
+// thread, committed and waited on like a bulk store (bulk_commit_group / bulk_wait_group*). Each element's
+// addition is atomic with respect to other reductions; parts of the box outside the tensor are skipped. The
+// same proxy rule as tma_store_2d applies to `src`. Used for the attention backward's fp32 dQ accumulator.
+__device__ __forceinline__ void tma_reduce_add_4d(const void* tensor_map, const void* src, int c0, int c1, int c2,
+                                                  int c3) {
+#if PX_SM90_PTX
+  asm volatile(
+      "cp.reduce.async.bulk.tensor.4d.global.shared::cta.add.tile.bulk_group [%0, {%2, %3, %4, %5}], [%1];\n" ::"l"(
+          reinterpret_cast<std::uint64_t>(tensor_map)),
+      "r"(smem_addr(src)), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+      : "memory");
+#else
+  (void)tensor_map, (void)src, (void)c0, (void)c1, (void)c2, (void)c3;
+  __trap();
+#endif
+}
+
+// Orders this thread's generic-proxy global accesses with its async-proxy (TMA) ones, both ways: between a
+// completed bulk reduction and the flag that publishes it, and between acquiring that flag and the next one.
+__device__ __forceinline__ void fence_proxy_async_global() {
+#if PX_SM90_PTX
+  asm volatile("fence.proxy.async.global;\n" ::: "memory");
+#else
+  __trap();
+#endif
+}
+
 // Closes the bulk group of every bulk store this thread issued since the last commit.
 __device__ __forceinline__ void bulk_commit_group() {
 #if PX_SM90_PTX

@@ -81,7 +81,9 @@ bool tma_store_epilogue_enabled() {
 
 CUtensorMap make_tma_map_4d(const void* base, DType type, const std::uint64_t (&dims)[4],
                             const std::uint64_t (&strides_bytes)[3], const std::uint32_t (&box)[4]) {
-  PX_REQUIRE(type == DType::kBF16 || type == DType::kF16, "type", "TMA operand maps are built for bf16 / f16");
+  const int t = static_cast<int>(type);
+  PX_REQUIRE(t >= 0 && t <= 2, "type", "not a DType enumerator (" + std::to_string(t) + ")");
+  const std::uint32_t elem = static_cast<std::uint32_t>(dtype_size(type));
   PX_REQUIRE(reinterpret_cast<std::uintptr_t>(base) % 16 == 0, "base", "must be 16-byte aligned for TMA");
   for (int i = 0; i < 4; ++i)
     PX_REQUIRE(dims[i] >= 1 && dims[i] <= (std::uint64_t{1} << 32), "dims",
@@ -92,7 +94,8 @@ CUtensorMap make_tma_map_4d(const void* base, DType type, const std::uint64_t (&
                "strides_bytes",
                "TMA strides must be positive multiples of 16 bytes below 2^40 (got strides_bytes[" +
                    std::to_string(i) + "]=" + std::to_string(strides_bytes[i]) + ")");
-  PX_REQUIRE(box[0] * 2 == 128, "box", "box[0] must span the 128-byte swizzle row (64 16-bit values)");
+  PX_REQUIRE(box[0] * elem == 128, "box",
+             "box[0] must span the 128-byte swizzle row (" + std::to_string(128 / elem) + " elements of this type)");
   for (int i = 1; i < 4; ++i)
     PX_REQUIRE(box[i] >= 1 && box[i] <= 256, "box", "box extents must be in [1, 256] (TMA box limit)");
 
@@ -102,7 +105,7 @@ CUtensorMap make_tma_map_4d(const void* base, DType type, const std::uint64_t (&
   const cuuint32_t gbox[4] = {box[0], box[1], box[2], box[3]};
   const cuuint32_t elem_strides[4] = {1, 1, 1, 1};
   const CUresult r = encode_tiled_fn()(
-      &map, type == DType::kBF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 4,
+      &map, tma_data_type(type), 4,
       const_cast<void*>(base), gdims, gstrides, gbox, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
       CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS)

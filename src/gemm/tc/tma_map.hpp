@@ -22,10 +22,12 @@ CUtensorMap make_tma_map_2d(const void* base, DType type, int rows, int cols, st
 // (an ablation switch for the benchmark, read once per process).
 bool tma_store_epilogue_enabled();
 
-// A 4D tensor of 16-bit values, dimensions innermost first (dims[0] contiguous), byte strides of dimensions
+// A 4D tensor (bf16, f16 or f32), dimensions innermost first (dims[0] contiguous), byte strides of dimensions
 // 1..3 (multiples of 16, < 2^40; any order, they need not grow), copied in boxes of box[0..3] elements with
-// box[0] * 2 == 128 bytes (the swizzle width) into 128B-swizzled shared memory; out-of-bounds parts of a box
-// are zero-filled. Used by the Hopper attention kernel for [B, S, H, D] tensors as (D, S, H, B).
+// box[0] * element size == 128 bytes (the swizzle width) between global memory and 128B-swizzled shared
+// memory; loads zero-fill the out-of-bounds parts of a box, stores and reductions skip them. Used by the
+// Hopper attention kernels for [B, S, H, D] tensors as (D, S, H, B), and for the backward's fp32 dQ
+// accumulator.
 CUtensorMap make_tma_map_4d(const void* base, DType type, const std::uint64_t (&dims)[4],
                             const std::uint64_t (&strides_bytes)[3], const std::uint32_t (&box)[4]);
 
