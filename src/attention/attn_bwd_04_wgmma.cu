@@ -179,6 +179,11 @@ __device__ __forceinline__ void wgmma_ss64(float (&d)[32], uint64_t da, uint64_t
 }
 
 
+// atomicAdd with release semantics at GPU scope in one instruction: the writes this thread made (or waited
+// for) before it are visible to whoever acquires the new value.
+__device__ __forceinline__ void red_release_add_gpu(int* addr, int v) {
+  asm volatile("red.release.gpu.global.add.s32 [%0], %1;\n" ::"l"(addr), "r"(v) : "memory");
+}
 __device__ __forceinline__ int load_acquire_gpu(const int* addr) {
   int v;
   asm volatile("ld.acquire.gpu.global.s32 %0, [%1];\n" : "=r"(v) : "l"(addr) : "memory");
@@ -303,29 +308,31 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
           }
           sem = p.dq_semaphore + (static_cast<std::int64_t>(b) * p.heads + h) * m_blocks + m_blk;
         }
-#pragma unroll
-        for (int c = 0; c < Cfg::kConsumers; ++c) {
-          if (Cfg::kDqAdders == 1 && c != it % 2) continue;  // D 64: consumer it % 2 computed this step's dQ
-          ptx::mbarrier_wait(sm.dq_full(c, buf), parity);
-          if constexpr (kDeterministic) {
-            while (load_acquire_gpu(sem) < before * Cfg::kDqAdders) {
-            }
-            ptx::fence_proxy_async_global();  // the acquire above before the reduction below (async proxy)
+        // This step's adders: both consumers (D 128, one 64-column half each) or consumer it % 2 (D 64). One
+        // commit group and, in deterministic mode, ONE link of the ordering chain for all of them: the chain's
+        // latency (reduction complete -> flag -> the next key block sees it) is paid once per step.
+        const int c_first = Cfg::kDqAdders == 2 ? 0 : it % 2;
+        const int c_last = Cfg::kDqAdders == 2 ? Cfg::kConsumers - 1 : it % 2;
+        for (int c = c_first; c <= c_last; ++c) ptx::mbarrier_wait(sm.dq_full(c, buf), parity);
+        if constexpr (kDeterministic) {
+          while (load_acquire_gpu(sem) < before * Cfg::kDqAdders) {
           }
+          ptx::fence_proxy_async_global();  // the acquire above before the reductions below (async proxy)
+        }
+        for (int c = c_first; c <= c_last; ++c) {
           const int col0 = Cfg::kDqAdders == 2 ? 64 * c : 0;
           ptx::tma_reduce_add_4d(&map_dq, sm.dq(c, buf), col0, m_blk * kBlockM, h, b);
           ptx::tma_reduce_add_4d(&map_dq, sm.dq(c, buf) + Cfg::kDqBoxBytes, col0 + 32, m_blk * kBlockM, h, b);
-          ptx::bulk_commit_group();
-          if constexpr (kDeterministic) {
-            ptx::bulk_wait_group<0>();  // the additions are done in global memory, then published
-            ptx::fence_proxy_async_global();
-            __threadfence();
-            atomicAdd(sem, 1);
-          } else {
-            ptx::bulk_wait_group_read<0>();
-          }
-          ptx::mbarrier_arrive(sm.dq_empty(c, buf));
         }
+        ptx::bulk_commit_group();
+        if constexpr (kDeterministic) {
+          ptx::bulk_wait_group<0>();  // the additions are done in global memory, then published
+          ptx::fence_proxy_async_global();
+          red_release_add_gpu(sem, Cfg::kDqAdders);
+        } else {
+          ptx::bulk_wait_group_read<0>();
+        }
+        for (int c = c_first; c <= c_last; ++c) ptx::mbarrier_arrive(sm.dq_empty(c, buf));
       }
       ptx::bulk_wait_group<0>();
     }
@@ -502,13 +509,23 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       const int buf = j % Cfg::kDqBufs;
       ptx::mbarrier_wait(sm.dq_empty(wg, buf), ((j / Cfg::kDqBufs) & 1) ^ 1u);  // a fresh barrier passes parity 1
       unsigned char* const dq_stage = sm.dq(wg, buf);
+      // Bank conflicts: a 64-bit store is served per half-warp, 4 rows x 2 chunks here; with every lane on the
+      // same register group the swizzle maps those 8 chunks onto 4 bank groups (2 wavefronts where 1 does).
+      // Lanes of odd rows store group j ^ 2 while the others store group j: 8 distinct bank groups.
+      const bool odd_row = ((lane / 4) & 1) != 0;
 #pragma unroll
-      for (int i = 0; i < 32; i += 2) {
-        const int row = acc_row + 8 * ((i / 2) % 2);
-        const int chunk = 2 * ((i / 4) % 4) + q4 / 2;
-        *reinterpret_cast<float2*>(dq_stage + (i / 16) * Cfg::kDqBoxBytes + row * 128 + ((chunk ^ (row % 8)) * 16) +
-                                   (q4 % 2) * 8) = make_float2(dq[i], dq[i + 1]);
-      }
+      for (int box = 0; box < 2; ++box)
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+#pragma unroll
+          for (int half = 0; half < 2; ++half) {
+            const int i_even = 16 * box + 4 * j + 2 * half, i_odd = 16 * box + 4 * (j ^ 2) + 2 * half;
+            const float2 v = odd_row ? make_float2(dq[i_odd], dq[i_odd + 1]) : make_float2(dq[i_even], dq[i_even + 1]);
+            const int row = acc_row + 8 * half;
+            const int chunk = 2 * (odd_row ? j ^ 2 : j) + q4 / 2;
+            *reinterpret_cast<float2*>(dq_stage + box * Cfg::kDqBoxBytes + row * 128 + ((chunk ^ (row % 8)) * 16) +
+                                       (q4 % 2) * 8) = v;
+          }
       ptx::fence_proxy_async_shared();  // generic stores above, read by the TMA (async proxy) after the barrier
       ptx::mbarrier_arrive(sm.dq_full(wg, buf));
     }
