@@ -8,12 +8,16 @@
 //
 // Main kernel. CTA = 128 keys of one kv head (grid: ceil(Sk / 128) x Hkv x B; key block 0 first, which with
 // causal masking is also the block that sees the most queries), 384 threads = 3 warpgroups:
-//   * producer (warpgroup 2, setmaxnreg.dec 24): one warp. Lane 0 loads K and V of the CTA once (TMA, 4D maps
+//   * producer (warpgroup 2, setmaxnreg.dec 24), two working warps. Loader (warp 0): lane 0 loads K and V of the CTA once (TMA, 4D maps
 //     as the forward's, boxes of 64 d x 128 keys) and then, per step, Q_i and dO_i (boxes of 64 d x 64 rows)
 //     into a ring of kStages; all 32 lanes write the step's lse (log2 units, +inf for rows that see nothing or
 //     lie past Sq, as level 3) and Delta into shared memory beside the stage. A step is one (query head of the
 //     GQA group, 64-row query block) pair; the CTA walks the group's heads and, for each, the query blocks
 //     that see any of its keys (causal: from the block holding row n0 - (Sk - Sq) on).
+//     dQ writer (warp 1, lane 0): per step, waits until the consumers have staged their dQ contribution in
+//     shared memory (dq_full), adds it to the fp32 accumulator with TMA bulk reductions
+//     (cp.reduce.async.bulk.tensor .add, 64 rows x 32 floats per box), and hands the buffer back (dq_empty)
+//     once the TMA has read it. The consumers never touch global memory for dQ.
 //   * 2 consumers (setmaxnreg.inc 240), each owning 64 of the CTA's keys, so the dK and dV accumulators
 //     (64 x D each, fp32, in registers for the whole CTA: GQA sums the group in registers, no fp32 dk / dv
 //     workspace, deterministic in both modes) never need a reduction across warpgroups. Per step:
@@ -28,12 +32,17 @@
 //              from the stored dS^T, B = K box c MN-major), i.e. the N dimension is split;
 //       D 64:  consumer (step % 2) computes the whole dQ_i over all 128 keys, alternating (no split of N
 //              below the 64-wide swizzle row; each dq element is still added once per CTA and step),
-//     and adds it to the fp32 accumulator with vector reductions (red.global.add.v2.f32).
+//     and stages it (fp32, 128B-swizzled like the TMA box) in one of its two dQ buffers for the writer. D 128
+//     issues dK after dQ, so dK still runs on the tensor cores while the warpgroup stages.
+//   Measured on an H100 (issue 6 notes): this writer replaced 16 red.global.add.v2.f32 per thread and step
+//   and took the D 128 backward from 346-399 to 461-524 TFLOP/s.
 //
-// Deterministic mode. The same kernel with the dQ additions ordered: per (batch, head, query block) an int
-// semaphore in the workspace counts the adders that have finished; the adder of key block n waits (one thread
-// spinning on ld.acquire.gpu) until all adders of key blocks 0 .. n-1 are done, adds, and releases
-// (bar.sync of its warpgroup, then __threadfence + atomicAdd by one thread). Every dq element is then summed
+// Deterministic mode. The same kernel with the dQ additions ordered, by the writer alone (the consumers never
+// wait for it beyond its two buffers): per (batch, head, query block) an int semaphore in the workspace counts
+// the adders that have finished; before adding, the writer of key block n spins (ld.acquire.gpu) until all
+// adders of key blocks 0 .. n-1 are done, then issues the step's reductions as one bulk group, waits for them
+// to complete in global memory, and publishes them (fence.proxy.async.global, red.release.gpu.add of the
+// step's adder count): ONE link of the chain per CTA and step. Every dq element is then summed
 // in the fixed order key block 0, 1, 2, ... (causal: N-1, N-2, ..., 0): bitwise identical run to run.
 // Deadlock-free because every CTA walks (head, query block) in the same order and waits only for key blocks of
 // its own (b, kv head) that have lower linear block indices and so were dispatched earlier (FlashAttention-3
@@ -42,18 +51,23 @@
 // ascending order block n reaches query block m two steps EARLIER than block n - 1 does and must wait for it
 // at every step, a chain that serialized the causal backward (measured on an H100: 0.48x of the atomic
 // mode); descending, the block it waits for (n + 1) reached m two steps earlier, so nobody waits in the
-// steady state. Only the reductions serialize; the products never wait.
+// steady state. Only the reductions serialize; the products never wait. The price left is the chain's fill:
+// the key blocks of one (b, h) start together, so block n's first additions wait n link latencies; with one
+// link per step the deterministic mode measured 1.02-1.12x the default's time (H100, D 128, S >= 2048).
 //
 // Barriers: kv_full (1 arrival + K/V bytes); q_full[s] (1 arrival with the Q/dO bytes + 32 arrivals of the
 // producer lanes that wrote lse / Delta); q_empty[s] (256 arrivals: every consumer thread, after its last read of
-// the stage); named barrier 1 (256 consumer threads: dS^T complete), 2 + wg (128 threads of one consumer).
+// the stage); dq_full[wg][buf] (128 arrivals: every thread of the consumer after its staging stores and
+// fence.proxy.async); dq_empty[wg][buf] (1 arrival: the writer, once the TMA has read the buffer); named barrier
+// 1 (256 consumer threads: dS^T complete), 2 + wg (128 threads of one consumer, epilogue).
 // dS^T is double-buffered: a consumer rewrites buffer s at step it + 2 only after passing the step it + 1
 // barrier, which the other consumer reaches only after its step-it dQ product (the last reader) completed.
 //
 // Registers per consumer thread (D 128): dK 64 + dV 64 + S^T 32 + dP^T 32, then dQ 32 while P^T / dS^T live on
 // as 16 + 16 packed registers; setmaxnreg 240 (2 x 240 + 24 = 504 per 128 lanes <= 512). ptxas (CUDA 13.0):
-// no spills in any of the 16 instances; the consumer region uses up to R225 (D 128) / R191 (D 64), the
-// producer region R15; shared memory 165,928 bytes (D 128) / 117,304 (D 64).
+// no spills in any of the 16 instances; shared memory 231,528 bytes (D 128: K, V 64 KiB, 2 stages of Q / dO
+// 64 KiB, dS^T 32 KiB, dQ staging 2 consumers x 2 buffers x 16 KiB, lse / Delta, barriers, alignment slack; the
+// H100's limit is 232,448) / 182,904 (D 64).
 //
 // Requirements (host, attention_tma_compatible): q/k/v/dout 16-byte aligned, strides multiples of 8 elements
 // and positive along dimensions longer than 1, B and Hkv <= 65535 (grid), plus the 16-byte rule for all eight

@@ -421,6 +421,26 @@ TEST_P(AttentionBackwardMma, DeterministicIsBitwiseReproducible) {
     }
 }
 
+// The ordering of the dq additions under load: a grid of many waves (B4 H16 S2048: 1024 CTAs of 128 keys for
+// wgmma), where the order in which CTAs finish varies from run to run; three runs must agree bit for bit.
+TEST_P(AttentionBackwardMma, DeterministicIsBitwiseReproducibleAtScale) {
+  if (quick_mode()) GTEST_SKIP() << "PARALLAX_TEST_QUICK: the large grid is skipped";
+  const char* kernel = GetParam();
+  std::uint64_t salt = 350;
+  for (bool causal : {false, true}) {
+    const Case c{4, 2048, 2048, 16, 16, causal};
+    SCOPED_TRACE(describe(c, DType::kBF16, 128, kernel, true));
+    Problem p(c, DType::kBF16, 128, salt++);
+    const auto a = p.run(kernel, true);
+    for (int run = 0; run < 2; ++run) {
+      const auto b = p.run(kernel, true);
+      EXPECT_EQ(a.dq, b.dq) << "deterministic dq differs between runs";
+      EXPECT_EQ(a.dk, b.dk) << "deterministic dk differs between runs";
+      EXPECT_EQ(a.dv, b.dv) << "deterministic dv differs between runs";
+    }
+  }
+}
+
 TEST_P(AttentionBackwardMma, UnalignedLayoutsFallBackOrAreRejected) {
   // Padding of 4 elements breaks the 16-byte rule of levels 3-4: "auto" runs level 1, "mma" / "wgmma" is an
   // InvalidArgument.
