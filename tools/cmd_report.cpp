@@ -142,7 +142,7 @@ std::vector<ReportSection> plan_report(bool quick, int gpu_count) {
       with_quick({"attention", "--kernel", "tiled,mma,wgmma", "--torch-peers"}), quick ? 25 : 150,
       {{"direction", std::string("forward")}});
   add("attention_backward", "attention backward (vs torch SDPA when importable)",
-      with_quick({"attention", "--backward", "--kernel", "mma,wgmma", "--torch-peers"}), quick ? 45 : 140,
+      with_quick({"attention", "--backward", "--kernel", "mma,wgmma", "--torch-peers"}), quick ? 45 : 240,
       {{"direction", std::string("backward")}});
 
   // Multi-GPU: collectives over every GPU, then TP strong and weak scaling over 2, 4, ..., N GPUs.
