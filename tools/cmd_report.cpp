@@ -139,10 +139,10 @@ std::vector<ReportSection> plan_report(bool quick, int gpu_count) {
   // Attention forward and backward, torch SDPA's flash and cuDNN backends in the same run when torch imports
   // (the subcommand runs scripts/attention_peers.py itself and notes why when it cannot).
   add("attention", "attention forward (vs torch SDPA when importable)",
-      with_quick({"attention", "--kernel", "tiled,mma,wgmma", "--torch-peers"}), quick ? 25 : 150,
+      with_quick({"attention", "--kernel", "tiled,mma,wgmma", "--torch-peers"}), quick ? 25 : 120,
       {{"direction", std::string("forward")}});
   add("attention_backward", "attention backward (vs torch SDPA when importable)",
-      with_quick({"attention", "--backward", "--kernel", "mma,wgmma", "--torch-peers"}), quick ? 45 : 240,
+      with_quick({"attention", "--backward", "--kernel", "mma,wgmma", "--torch-peers"}), quick ? 45 : 200,
       {{"direction", std::string("backward")}});
 
   // Multi-GPU: collectives over every GPU, then TP strong and weak scaling over 2, 4, ..., N GPUs.

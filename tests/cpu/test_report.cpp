@@ -247,8 +247,8 @@ TEST(ReportPlan, BudgetsAddUpToThePromise) {
   // less than they had.
   EXPECT_DOUBLE_EQ(cli::plan_budget(cli::plan_report(true, 1), true), 99);
   EXPECT_DOUBLE_EQ(cli::plan_budget(cli::plan_report(true, 2), true), 119);
-  EXPECT_DOUBLE_EQ(cli::plan_budget(cli::plan_report(false, 1), false), 585);
-  EXPECT_DOUBLE_EQ(cli::plan_budget(cli::plan_report(false, 2), false), 825);
+  EXPECT_DOUBLE_EQ(cli::plan_budget(cli::plan_report(false, 1), false), 615);
+  EXPECT_DOUBLE_EQ(cli::plan_budget(cli::plan_report(false, 2), false), 855);
   // Skipped sections cost nothing.
   auto plan = cli::plan_report(false, 1);
   const double before = cli::plan_budget(plan, false);
